@@ -1,0 +1,74 @@
+// A client attached to one segment. The entry point of the API.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zaris/kv.hpp"
+#include "zaris/lease.hpp"
+#include "zaris/options.hpp"
+#include "zaris/result.hpp"
+
+namespace zaris {
+
+// What a segment holds and how it is built; a consistent snapshot.
+struct SegmentInfo {
+  std::string path;  // /dev/shm/NAME or the file path
+  std::uint32_t layout_version = 0;
+  std::uint64_t size_bytes = 0;
+  SegmentOptions capacities;
+  std::uint64_t revision = 0;
+  std::uint32_t leases_used = 0;
+  std::uint32_t keys_used = 0;
+  std::uint64_t recoveries = 0;  // repairs after a process died holding the lock
+};
+
+// A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,
+// if the name contains '/', by a file path. Safe to use from many threads.
+class Client {
+ public:
+  static Result<Client> create(std::string_view segment, const SegmentOptions& segment_options = {},
+                               const ClientOptions& options = {});
+  static Result<Client> open(std::string_view segment, const ClientOptions& options = {});
+  // Opens the segment, creating it with `segment_options` if it does not exist.
+  // Racing creators all end up attached to one fully built segment.
+  static Result<Client> open_or_create(std::string_view segment,
+                                       const SegmentOptions& segment_options = {},
+                                       const ClientOptions& options = {});
+  // Removes the segment's name; attached clients keep their mapping.
+  static Result<void> destroy(std::string_view segment);
+
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+  ~Client();
+
+  Leases& leases();
+
+  Result<PutResult> put(std::string_view key, std::string_view value, const Put& options = {});
+  // The key if it lives, std::nullopt if not.
+  Result<std::optional<KeyValue>> get(std::string_view key);
+  // Same, reusing `out`'s buffers: no allocation once they are large enough.
+  // Returns whether the key was found.
+  Result<bool> get(std::string_view key, KeyValue& out);
+  // Every live key starting with `prefix`, sorted; "" means every key.
+  Result<RangeResult> get_prefix(std::string_view prefix, const RangeOptions& options = {});
+  Result<DeleteResult> del(std::string_view key);
+  Result<DeleteResult> del_prefix(std::string_view prefix);
+
+  Result<SegmentInfo> info();
+  // Verifies every invariant of the segment; returns one line per violation,
+  // none when it is consistent. Reads the segment without trusting it.
+  Result<std::vector<std::string>> check();
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zaris

@@ -1,0 +1,38 @@
+// Options for creating and attaching to a segment.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "zaris/clock.hpp"
+
+namespace zaris {
+
+// Capacities fixed when a segment is created. The segment's size follows from
+// them (see segment_size() and docs/segment.md); pages are touched lazily, so
+// unused capacity costs address space, not memory.
+struct SegmentOptions {
+  std::uint32_t max_leases = 4096;       // 1 .. 16,777,216
+  std::uint32_t max_keys = 8192;         // 1 .. 16,777,216
+  std::uint32_t max_key_bytes = 256;     // 1 .. 4096
+  std::uint32_t max_value_bytes = 1024;  // 0 .. 1,048,576
+  mode_t mode = 0600;                    // permission bits of the segment
+};
+
+struct ClientOptions {
+  // How long a call waits for the segment lock before failing with Errc::busy.
+  // Bounds the damage a stopped (SIGSTOP) or wedged holder can do.
+  std::chrono::milliseconds lock_timeout{1000};
+  // The time source; null means CLOCK_MONOTONIC. Every client of one segment
+  // must use the same time line.
+  std::shared_ptr<const Clock> clock;
+};
+
+// Bytes a segment with these capacities occupies (header, lock, journal,
+// tables and indexes), or 0 if the capacities are out of range.
+std::uint64_t segment_size(const SegmentOptions& options) noexcept;
+
+}  // namespace zaris

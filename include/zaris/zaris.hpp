@@ -1,0 +1,9 @@
+// The whole public API of zaris.
+#pragma once
+
+#include "zaris/client.hpp"
+#include "zaris/clock.hpp"
+#include "zaris/kv.hpp"
+#include "zaris/lease.hpp"
+#include "zaris/options.hpp"
+#include "zaris/result.hpp"

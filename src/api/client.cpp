@@ -1,0 +1,104 @@
+// The public Client: a thin shell over the engine, so that the API carries no
+// shared-memory type and another backend can sit behind it.
+#include "zaris/client.hpp"
+
+#include "engine/engine.hpp"
+#include "segment/mapping.hpp"
+
+namespace zaris {
+
+namespace {
+
+class EngineLeases final : public Leases {
+ public:
+  explicit EngineLeases(engine::Engine& engine) : engine_(engine) {}
+  Result<LeaseId> grant(std::chrono::nanoseconds ttl, const GrantOptions& options) override {
+    return engine_.grant(ttl, options);
+  }
+  Result<std::chrono::nanoseconds> keep_alive(LeaseId id) override { return engine_.keep_alive(id); }
+  Result<void> revoke(LeaseId id) override { return engine_.revoke(id); }
+  Result<LeaseInfo> time_to_live(LeaseId id, bool with_keys) override {
+    return engine_.time_to_live(id, with_keys);
+  }
+  Result<std::vector<LeaseStatus>> list() override { return engine_.list(); }
+
+ private:
+  engine::Engine& engine_;
+};
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  Impl(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
+      : engine(std::move(mapping), options), leases(engine) {}
+  engine::Engine engine;
+  EngineLeases leases;
+};
+
+namespace {
+
+Result<Client> attach(Result<std::unique_ptr<segment::Mapping>> mapping, const ClientOptions& options,
+                      Client (*make)(std::unique_ptr<Client::Impl>)) {
+  if (!mapping) return std::move(mapping).error();
+  return make(std::make_unique<Client::Impl>(std::move(*mapping), options));
+}
+
+}  // namespace
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+Client::~Client() = default;
+
+Result<Client> Client::create(std::string_view segment, const SegmentOptions& segment_options,
+                              const ClientOptions& options) {
+  return attach(segment::Mapping::create(segment, segment_options), options,
+                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+}
+
+Result<Client> Client::open(std::string_view segment, const ClientOptions& options) {
+  return attach(segment::Mapping::open(segment), options,
+                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+}
+
+Result<Client> Client::open_or_create(std::string_view segment,
+                                      const SegmentOptions& segment_options,
+                                      const ClientOptions& options) {
+  return attach(segment::Mapping::open_or_create(segment, segment_options), options,
+                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+}
+
+Result<void> Client::destroy(std::string_view segment) { return segment::Mapping::destroy(segment); }
+
+Leases& Client::leases() { return impl_->leases; }
+
+Result<PutResult> Client::put(std::string_view key, std::string_view value, const Put& options) {
+  return impl_->engine.put(key, value, options);
+}
+
+Result<std::optional<KeyValue>> Client::get(std::string_view key) {
+  KeyValue kv;
+  auto found = impl_->engine.get(key, kv);
+  if (!found) return std::move(found).error();
+  if (!*found) return std::optional<KeyValue>{};
+  return std::optional<KeyValue>(std::move(kv));
+}
+
+Result<bool> Client::get(std::string_view key, KeyValue& out) { return impl_->engine.get(key, out); }
+
+Result<RangeResult> Client::get_prefix(std::string_view prefix, const RangeOptions& options) {
+  return impl_->engine.range(prefix, options);
+}
+
+Result<DeleteResult> Client::del(std::string_view key) { return impl_->engine.del(key, false); }
+
+Result<DeleteResult> Client::del_prefix(std::string_view prefix) {
+  return impl_->engine.del(prefix, true);
+}
+
+Result<SegmentInfo> Client::info() { return impl_->engine.info(); }
+
+Result<std::vector<std::string>> Client::check() { return impl_->engine.check(); }
+
+}  // namespace zaris

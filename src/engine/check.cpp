@@ -1,0 +1,198 @@
+// The consistency checker: every invariant of a segment, read without trusting it.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/engine.hpp"
+
+namespace zaris::engine {
+
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kSkipLevels;
+
+std::vector<std::string> Engine::check_locked(std::int64_t now) const {
+  std::vector<std::string> bad;
+  auto fail = [&](std::string what) {
+    if (bad.size() < 100) bad.push_back(std::move(what));
+  };
+  const auto& caps = layout_.caps;
+  const StoreState& st = store_.state();
+  const auto& journal = store_.journal();
+  if (journal.used_bytes.load() != 0) fail("journal holds uncommitted records");
+  if (journal.intent_kind != segment::kIntentNone) fail("an intent is left unfinished");
+  if (st.lease_high_water > caps.max_leases) fail("lease high-water mark beyond capacity");
+  if (st.key_high_water > caps.max_keys) fail("key high-water mark beyond capacity");
+  if (st.skip_level < 1 || st.skip_level > kSkipLevels) fail("skip-list height out of range");
+  if (!bad.empty()) return bad;
+  const std::uint32_t lease_hw = st.lease_high_water;
+  const std::uint32_t key_hw = st.key_high_water;
+  auto n = [](std::uint64_t v) { return std::to_string(v); };
+
+  try {
+    // ---- leases: slots, free FIFO, heap
+    std::vector<std::uint8_t> lease_seen(lease_hw, 0);  // 1 allocated, 2 free-listed
+    std::uint32_t allocated = 0;
+    std::uint32_t free_slots = 0;
+    std::uint64_t keys_on_leases = 0;
+    std::vector<std::uint8_t> key_owned(key_hw, 0);
+    for (std::uint32_t s = 0; s < lease_hw; ++s) {
+      const LeaseSlot& l = store_.lease(s);
+      std::uint64_t id = l.id.load();
+      std::uint64_t d = l.deadline_ns.load();
+      if (id == 0 || store_.lease_slot_of(id) != s || store_.lease_generation(id) == 0) {
+        fail("lease slot " + n(s) + " holds id " + n(id) + " that does not name it");
+        continue;
+      }
+      if (d == kDeadlineFree) {
+        ++free_slots;
+        continue;
+      }
+      ++allocated;
+      lease_seen[s] = 1;
+      std::uint64_t ttl = l.ttl_ns.load();
+      if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
+          ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
+        fail("lease slot " + n(s) + " has TTL out of range");
+      if (l.heap_pos >= st.heap_size || store_.heap(l.heap_pos).slot != s) {
+        fail("lease slot " + n(s) + " is not where the heap says");
+      } else if (d != kDeadlineDead && store_.heap(l.heap_pos).deadline_ns > d) {
+        fail("lease slot " + n(s) + " is filed in the heap later than its deadline");
+      }
+      if (d != kDeadlineDead && d > static_cast<std::uint64_t>(now) + ttl)
+        fail("lease slot " + n(s) + " has a deadline beyond now + TTL");
+      std::uint32_t count = 0;
+      std::uint32_t prev = kNone;
+      for (std::uint32_t k = l.key_head; k != kNone;) {
+        if (k >= key_hw) {
+          fail("lease slot " + n(s) + " lists key slot " + n(k) + " out of range");
+          break;
+        }
+        if (key_owned[k]++) {
+          fail("key slot " + n(k) + " is on two lease lists or twice on one");
+          break;
+        }
+        const KeySlotHeader& key = store_.key(k);
+        if (key.used != 1 || key.lease_id != id)
+          fail("key slot " + n(k) + " is on the list of lease slot " + n(s) + " but not attached");
+        if (key.lease_prev != prev) fail("key slot " + n(k) + " has a wrong lease_prev link");
+        ++count;
+        prev = k;
+        k = key.lease_next;
+      }
+      if (count != l.key_count) fail("lease slot " + n(s) + " counts " + n(l.key_count) +
+                                     " keys but lists " + n(count));
+      keys_on_leases += count;
+    }
+    if (allocated != st.lease_count)
+      fail("lease count is " + n(st.lease_count) + " but " + n(allocated) + " slots are allocated");
+    std::uint32_t listed = 0;
+    std::uint32_t last = kNone;
+    for (std::uint32_t s = st.lease_free_head; s != kNone;) {
+      if (s >= lease_hw || lease_seen[s] != 0) {
+        fail("lease free list reaches slot " + n(s) + " that is allocated, repeated or out of range");
+        break;
+      }
+      lease_seen[s] = 2;
+      ++listed;
+      last = s;
+      s = store_.lease(s).next_free;
+    }
+    if (last != st.lease_free_tail) fail("lease free list tail is wrong");
+    if (listed + st.retired_leases != free_slots)
+      fail("lease free list holds " + n(listed) + " slots, " + n(free_slots) + " are free");
+    if (st.heap_size != st.lease_count) fail("heap size differs from the lease count");
+    for (std::uint32_t pos = 1; pos < st.heap_size && pos < caps.max_leases; ++pos)
+      if (store_.heap((pos - 1) / 2).deadline_ns > store_.heap(pos).deadline_ns)
+        fail("heap order broken at position " + n(pos));
+
+    // ---- keys: slots, free list, hash, skip list
+    std::uint32_t used = 0;
+    std::uint64_t with_lease = 0;
+    std::vector<std::uint8_t> key_seen(key_hw, 0);
+    for (std::uint32_t s = 0; s < key_hw; ++s) {
+      const KeySlotHeader& k = store_.key(s);
+      if (k.used == 0) continue;
+      if (k.used != 1) {
+        fail("key slot " + n(s) + " has a bad used flag");
+        continue;
+      }
+      ++used;
+      key_seen[s] = 1;
+      if (k.key_len == 0 || k.key_len > caps.max_key_bytes || k.value_len > caps.max_value_bytes) {
+        fail("key slot " + n(s) + " has a length out of range");
+        continue;
+      }
+      if (k.version == 0 || k.create_revision > k.mod_revision || k.mod_revision > st.revision)
+        fail("key slot " + n(s) + " has inconsistent revisions");
+      if (k.level < 1 || k.level > kSkipLevels) fail("key slot " + n(s) + " has a bad level");
+      if (k.lease_id != 0) {
+        ++with_lease;
+        std::uint32_t ls = store_.lease_slot_of(k.lease_id);
+        if (ls >= lease_hw || lease_seen[ls] != 1 || store_.lease(ls).id.load() != k.lease_id)
+          fail("key slot " + n(s) + " is attached to a lease that is not allocated");
+        else if (!key_owned[s])
+          fail("key slot " + n(s) + " is missing from its lease's list");
+      }
+      Store::Probe probe = store_.find(store_.key_bytes(k));
+      if (probe.slot != s) fail("key slot " + n(s) + " is not reachable through the hash index");
+    }
+    if (used != st.key_count)
+      fail("key count is " + n(st.key_count) + " but " + n(used) + " slots are used");
+    if (with_lease != keys_on_leases) fail("lease lists and key slots disagree on attachments");
+    std::uint32_t free_keys = 0;
+    for (std::uint32_t s = st.key_free_head; s != kNone;) {
+      if (s >= key_hw || key_seen[s] != 0) {
+        fail("key free list reaches slot " + n(s) + " that is used, repeated or out of range");
+        break;
+      }
+      key_seen[s] = 2;
+      ++free_keys;
+      s = store_.key(s).next_free;
+    }
+    if (free_keys + used != key_hw) fail("key slots are lost: neither used nor free");
+    std::uint64_t buckets_used = 0;
+    for (std::uint64_t b = 0; b < layout_.bucket_count; ++b) {
+      std::uint64_t v = reinterpret_cast<const std::uint64_t*>(mapping_->base() +
+                                                               layout_.buckets_offset)[b];
+      if (v == 0) continue;
+      ++buckets_used;
+      std::uint64_t slot = (v & 0xffffffffULL) - 1;
+      if (slot >= key_hw || key_seen[slot] != 1) {
+        fail("hash bucket " + n(b) + " names key slot " + n(slot) + " that is not used");
+        continue;
+      }
+      if (static_cast<std::uint32_t>(v >> 32) != store_.hash32(store_.key_bytes(store_.key(
+                                                     static_cast<std::uint32_t>(slot)))))
+        fail("hash bucket " + n(b) + " holds a wrong hash");
+    }
+    if (buckets_used != used) fail("hash index holds " + n(buckets_used) + " keys, not " + n(used));
+    for (std::uint32_t level = 0; level < st.skip_level; ++level) {
+      std::uint32_t count = 0;
+      std::string previous;
+      bool first = true;
+      for (std::uint32_t s = st.skip_head[level]; s != kNone;) {
+        if (s >= key_hw || key_seen[s] != 1 || ++count > used) {
+          fail("skip list level " + n(level) + " reaches a bad slot or loops");
+          break;
+        }
+        const KeySlotHeader& k = store_.key(s);
+        if (k.level <= level) fail("skip list level " + n(level) + " holds a lower node");
+        std::string current(store_.key_bytes(k));
+        if (!first && !(previous < current)) fail("skip list level " + n(level) + " out of order");
+        previous = std::move(current);
+        first = false;
+        s = k.forward[level];
+      }
+      if (level == 0 && count != used)
+        fail("skip list holds " + n(count) + " keys, not " + n(used));
+    }
+    for (std::uint32_t level = st.skip_level; level < kSkipLevels; ++level)
+      if (st.skip_head[level] != kNone) fail("skip list head above its height");
+  } catch (segment::TxAbort& abort) {
+    fail(abort.message);
+  }
+  return bad;
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,487 @@
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "segment/robust_mutex.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
+namespace {
+
+// Per-operation reaping budget: bounds what one caller pays for others' expiry.
+constexpr std::uint32_t kReapLeaseBudget = 8;
+constexpr std::uint32_t kReapKeyBudget = 64;
+// Keys removed per transaction when a lease ends or a prefix is deleted.
+constexpr std::uint32_t kKeysPerTx = 32;
+
+// Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
+// atomic step: it fails if the slot now holds another lease.
+bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
+                    std::uint64_t new_deadline) {
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+  using Pair = unsigned __int128 __attribute__((may_alias));
+  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
+  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
+  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
+#else
+#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
+#endif
+}
+
+std::string lease_text(LeaseId id) { return "lease " + id.to_string(); }
+
+std::chrono::nanoseconds remaining_of(const LeaseSlot& lease, std::int64_t now) {
+  std::uint64_t d = lease.deadline_ns.load(std::memory_order_acquire);
+  if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now)) return std::chrono::nanoseconds(0);
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(d - static_cast<std::uint64_t>(now)));
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
+    : mapping_(std::move(mapping)),
+      layout_(mapping_->layout()),
+      store_(mapping_->base(), layout_),
+      control_(reinterpret_cast<segment::Control*>(mapping_->base() + layout_.control_offset)),
+      clock_(options.clock),
+      lock_timeout_(options.lock_timeout) {}
+
+std::int64_t Engine::now() const noexcept {
+  if (clock_) return clock_->now_ns();
+  return MonotonicClock().now_ns();
+}
+
+template <typename T, typename Body>
+Result<T> Engine::locked(Reap reap, Body&& body) {
+  auto acquired = segment::lock(*control_, lock_timeout_);
+  if (!acquired) return std::move(acquired).error();
+  if (*acquired == segment::Acquired::owner_died) {
+    if (auto repaired = recover(); !repaired) {
+      // Unlocking without marking it consistent makes the lock unrecoverable:
+      // nobody trusts this segment again.
+      segment::unlock(*control_);
+      return std::move(repaired).error();
+    }
+  }
+  Tx tx(mapping_->base(), layout_);
+  std::optional<Result<T>> result;
+  try {
+    std::int64_t t = now();
+    if (store_.journal().intent_kind != kIntentNone) finish_intent(tx, t);
+    if (reap == Reap::yes) reap_due(tx, t);
+    result.emplace(body(tx, t));
+    if (result->ok()) {
+      tx.commit();
+    } else {
+      tx.rollback();
+    }
+  } catch (TxAbort& abort) {
+    tx.rollback();
+    result.emplace(Error{abort.code, std::move(abort.message)});
+  }
+  segment::unlock(*control_);
+  return std::move(*result);
+}
+
+Result<void> Engine::recover() {
+  if (auto replayed = segment::replay(mapping_->base(), layout_); !replayed) return replayed;
+  Tx tx(mapping_->base(), layout_);
+  try {
+    // A revoke that died between sealing its lease and reaping it: move such
+    // leases to the top of the heap so the next operation reaps them.
+    StoreState& st = store_.state();
+    std::uint32_t used = std::min(st.lease_high_water, layout_.caps.max_leases);
+    for (std::uint32_t slot = 0; slot < used; ++slot) {
+      LeaseSlot& l = store_.lease(slot);
+      if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead) continue;
+      if (store_.heap(l.heap_pos).slot != slot) abort_corrupt("heap does not hold a dead lease");
+      if (store_.heap(l.heap_pos).deadline_ns != 0) {
+        store_.heap_update(tx, l.heap_pos, 0);
+        tx.commit();
+      }
+    }
+    tx.set(st.recoveries, st.recoveries + 1);
+    tx.commit();
+  } catch (TxAbort& abort) {
+    tx.rollback();
+    return Error{abort.code, std::move(abort.message)};
+  }
+  segment::mark_consistent(*control_);
+  return {};
+}
+
+Error Engine::lease_error(LeaseLookup lookup, LeaseId id) const {
+  if (lookup == LeaseLookup::lost)
+    return {Errc::lease_lost, lease_text(id) + " expired or was revoked"};
+  return {Errc::not_found, lease_text(id) + " not found"};
+}
+
+// ---------------------------------------------------------------- reaping
+
+bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t key_budget) {
+  LeaseSlot& l = store_.lease(slot);
+  if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead)
+    abort_corrupt("reaping a lease that is not dead");
+  StoreState& st = store_.state();
+  if (l.key_head != kNone && l.end_revision == 0) {
+    // All of a lease's keys go in one revision, however many batches it takes.
+    tx.set(st.revision, st.revision + 1);
+    tx.set(l.end_revision, st.revision);
+  }
+  std::uint32_t in_tx = 0;
+  while (l.key_head != kNone) {
+    if (key_budget == 0) {
+      tx.commit();
+      return false;
+    }
+    if (in_tx == kKeysPerTx) {
+      tx.commit();
+      in_tx = 0;
+    }
+    store_.remove_key(tx, l.key_head);
+    --key_budget;
+    ++in_tx;
+  }
+  store_.free_lease(tx, slot);
+  tx.commit();
+  return true;
+}
+
+void Engine::reap_due(Tx& tx, std::int64_t now) {
+  StoreState& st = store_.state();
+  std::uint32_t leases = kReapLeaseBudget;
+  while (leases > 0 && st.heap_size > 0) {
+    HeapEntry top = store_.heap(0);
+    if (top.deadline_ns > static_cast<std::uint64_t>(now)) return;
+    --leases;
+    LeaseSlot& l = store_.lease(top.slot);
+    if (store_.lease_live(l, now)) {
+      // Kept alive since it was filed: the heap catches up with its deadline.
+      store_.heap_update(tx, 0, l.deadline_ns.load(std::memory_order_acquire));
+      tx.commit();
+      continue;
+    }
+    if (!reap_lease(tx, top.slot, kReapKeyBudget)) return;
+  }
+}
+
+bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget) {
+  segment::JournalHeader& j = store_.journal();
+  if (j.intent_key_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
+  std::string prefix(reinterpret_cast<const char*>(mapping_->base() + layout_.intent_key_offset),
+                     j.intent_key_len);
+  std::uint32_t victims[kKeysPerTx];
+  std::uint32_t found = 0;
+  std::uint64_t steps = 0;
+  for (std::uint32_t s = store_.lower_bound(prefix); s != kNone && found < budget;
+       s = store_.next_key(s)) {
+    if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
+    const KeySlotHeader& k = store_.key(s);
+    if (!store_.key_bytes(k).starts_with(prefix)) break;
+    if (store_.key_visible(k, now)) victims[found++] = s;
+  }
+  for (std::uint32_t i = 0; i < found; ++i) store_.remove_key(tx, victims[i]);
+  bool done = found < budget;
+  if (done) tx.set(j.intent_kind, kIntentNone);
+  tx.commit();
+  return done;
+}
+
+void Engine::finish_intent(Tx& tx, std::int64_t now) {
+  if (store_.journal().intent_kind != kIntentDeletePrefix) abort_corrupt("unknown intent");
+  while (!delete_prefix_batch(tx, now, kKeysPerTx)) {
+  }
+}
+
+// ---------------------------------------------------------------- leases
+
+Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& options) {
+  if (ttl < kMinTtl || ttl > kMaxTtl)
+    return Error{Errc::invalid_argument, "TTL must be between 1 ms and 365 days"};
+  return locked<LeaseId>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<LeaseId> {
+    std::uint32_t slot =
+        store_.grant(tx, static_cast<std::uint64_t>(ttl.count()), now, options.bind_to_process);
+    if (slot == kNone)
+      return Error{Errc::no_space, "lease table is full (" +
+                                       std::to_string(layout_.caps.max_leases) + " leases)"};
+    return LeaseId(store_.lease(slot).id.load(std::memory_order_relaxed));
+  });
+}
+
+Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
+  std::uint64_t want = id.value();
+  std::uint32_t slot = store_.lease_slot_of(want);
+  if (want == 0 || slot >= layout_.caps.max_leases)
+    return Error{Errc::not_found, lease_text(id) + " not found"};
+  // No lock: the {id, deadline} pair CAS decides against reaping and reuse.
+  LeaseSlot& l = *reinterpret_cast<LeaseSlot*>(mapping_->base() + layout_.leases_offset +
+                                              std::uint64_t{slot} * sizeof(LeaseSlot));
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    std::uint64_t current = l.id.load(std::memory_order_acquire);
+    if (current != want) {
+      bool ended = current != 0 && store_.lease_generation(current) > store_.lease_generation(want);
+      return lease_error(ended ? LeaseLookup::lost : LeaseLookup::unknown, id);
+    }
+    std::uint64_t ttl = l.ttl_ns.load(std::memory_order_relaxed);
+    std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
+    if (deadline >= kDeadlineDead) return lease_error(LeaseLookup::lost, id);
+    auto t = static_cast<std::uint64_t>(now());
+    if (deadline <= t) {
+      if (cas_lease_pair(l, want, deadline, kDeadlineDead)) return lease_error(LeaseLookup::lost, id);
+      continue;
+    }
+    if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
+        ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
+      return Error{Errc::corrupt_segment, "segment is corrupt: " + lease_text(id) + " has a bad TTL"};
+    if (cas_lease_pair(l, want, deadline, t + ttl))
+      return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
+  }
+  return Error{Errc::busy, lease_text(id) + " is contended: keep-alive did not settle"};
+}
+
+Result<void> Engine::revoke(LeaseId id) {
+  return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
+    std::uint32_t slot = kNone;
+    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
+    if (lookup != LeaseLookup::live) return lease_error(lookup, id);
+    LeaseSlot& l = store_.lease(slot);
+    // The revoke's single instant: from this CAS on the lease and its keys are gone.
+    std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+    while (!l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+    }
+    if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now)) {
+      // Sealed by a racing keep-alive that found it expired: it is not ours to revoke.
+      return lease_error(LeaseLookup::lost, id);
+    }
+    reap_lease(tx, slot, ~std::uint32_t{0});
+    return {};
+  });
+}
+
+Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
+  return locked<LeaseInfo>(Reap::no, [&](Tx&, std::int64_t now) -> Result<LeaseInfo> {
+    std::uint32_t slot = kNone;
+    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
+    if (lookup != LeaseLookup::live) return lease_error(lookup, id);
+    const LeaseSlot& l = store_.lease(slot);
+    LeaseInfo info;
+    info.id = id;
+    info.granted_ttl = std::chrono::nanoseconds(l.ttl_ns.load(std::memory_order_relaxed));
+    info.remaining = remaining_of(l, now);
+    info.bound_to_process = (l.flags & segment::kLeaseBound) != 0;
+    info.owner_pid = static_cast<std::int32_t>(l.owner_pid);
+    if (with_keys) {
+      std::uint32_t steps = 0;
+      for (std::uint32_t k = l.key_head; k != kNone; k = store_.key(k).lease_next) {
+        if (++steps > l.key_count) abort_corrupt("lease key list longer than its count");
+        info.keys.emplace_back(store_.key_bytes(store_.key(k)));
+      }
+      std::sort(info.keys.begin(), info.keys.end());
+    }
+    return info;
+  });
+}
+
+Result<std::vector<LeaseStatus>> Engine::list() {
+  using Out = std::vector<LeaseStatus>;
+  return locked<Out>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Out> {
+    Out out;
+    std::uint32_t size = store_.state().heap_size;
+    if (size > layout_.caps.max_leases) abort_corrupt("heap size");
+    out.reserve(size);
+    for (std::uint32_t pos = 0; pos < size; ++pos) {
+      LeaseSlot& l = store_.lease(store_.heap(pos).slot);
+      if (!store_.lease_live(l, now)) continue;
+      out.push_back(LeaseStatus{LeaseId(l.id.load(std::memory_order_relaxed)),
+                                std::chrono::nanoseconds(l.ttl_ns.load(std::memory_order_relaxed)),
+                                remaining_of(l, now)});
+    }
+    return out;
+  });
+}
+
+// ---------------------------------------------------------------- keys
+
+namespace {
+
+Result<void> check_key(std::string_view key, const segment::Layout& layout) {
+  if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
+  if (key.size() > layout.caps.max_key_bytes)
+    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
+                                      " bytes; this segment allows " +
+                                      std::to_string(layout.caps.max_key_bytes)};
+  return {};
+}
+
+}  // namespace
+
+void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
+  std::string_view name = store_.key_bytes(k);
+  out.key.assign(name.data(), name.size());
+  if (with_value) {
+    std::string_view value = store_.value_bytes(k);
+    out.value.assign(value.data(), value.size());
+  } else {
+    out.value.clear();
+  }
+  out.lease = LeaseId(k.lease_id);
+  out.create_revision = k.create_revision;
+  out.mod_revision = k.mod_revision;
+  out.version = k.version;
+}
+
+Result<PutResult> Engine::put(std::string_view key, std::string_view value, const Put& options) {
+  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  if (value.size() > layout_.caps.max_value_bytes)
+    return Error{Errc::too_large, "value is " + std::to_string(value.size()) +
+                                      " bytes; this segment allows " +
+                                      std::to_string(layout_.caps.max_value_bytes)};
+  return locked<PutResult>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<PutResult> {
+    std::uint64_t lease_id = options.lease.value();
+    if (lease_id != 0) {
+      std::uint32_t lease_slot = kNone;
+      LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
+      if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
+    }
+    Store::Probe probe = store_.find(key);
+    bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
+    std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
+    if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
+    if (options.if_mod_revision && *options.if_mod_revision != current_mod)
+      return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
+                                                ", not " + std::to_string(*options.if_mod_revision)};
+    StoreState& st = store_.state();
+    std::uint64_t revision = st.revision + 1;
+    tx.set(st.revision, revision);
+    std::uint32_t slot = probe.slot;
+    if (slot == kNone) {
+      slot = store_.insert_key(tx, probe, key, revision);
+      if (slot == kNone)
+        return Error{Errc::no_space, "key table is full (" +
+                                         std::to_string(layout_.caps.max_keys) + " keys)"};
+      KeySlotHeader& k = store_.key(slot);
+      std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh slot
+      k.value_len = static_cast<std::uint32_t>(value.size());
+    } else {
+      KeySlotHeader& k = store_.key(slot);
+      if (!exists) {
+        // The old key died with its lease: this put creates it anew.
+        tx.set(k.create_revision, revision);
+        tx.set(k.version, std::uint64_t{1});
+      } else {
+        tx.set(k.version, k.version + 1);
+      }
+      tx.set(k.mod_revision, revision);
+      tx.write_bytes(store_.value_data(k), value.data(), value.size());
+      tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+    }
+    store_.set_key_lease(tx, slot, lease_id);
+    return PutResult{revision};
+  });
+}
+
+Result<bool> Engine::get(std::string_view key, KeyValue& out) {
+  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  return locked<bool>(Reap::no, [&](Tx&, std::int64_t now) -> Result<bool> {
+    Store::Probe probe = store_.find(key);
+    if (probe.slot == kNone) return false;
+    const KeySlotHeader& k = store_.key(probe.slot);
+    if (!store_.key_visible(k, now)) return false;
+    fill(k, out, true);
+    return true;
+  });
+}
+
+Result<RangeResult> Engine::range(std::string_view prefix, const RangeOptions& options) {
+  return locked<RangeResult>(Reap::no, [&](Tx&, std::int64_t now) -> Result<RangeResult> {
+    RangeResult result;
+    result.revision = store_.state().revision;
+    if (prefix.size() > layout_.caps.max_key_bytes) return result;
+    std::uint64_t steps = 0;
+    for (std::uint32_t s = store_.lower_bound(prefix); s != kNone; s = store_.next_key(s)) {
+      if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
+      const KeySlotHeader& k = store_.key(s);
+      if (!store_.key_bytes(k).starts_with(prefix)) break;
+      if (!store_.key_visible(k, now)) continue;
+      fill(k, result.kvs.emplace_back(), !options.keys_only);
+      if (options.limit != 0 && result.kvs.size() >= options.limit) break;
+    }
+    return result;
+  });
+}
+
+Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
+  if (!prefix) {
+    if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  }
+  return locked<DeleteResult>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<DeleteResult> {
+    StoreState& st = store_.state();
+    DeleteResult result{st.revision, 0};
+    if (key.size() > layout_.caps.max_key_bytes) return result;
+    if (!prefix) {
+      Store::Probe probe = store_.find(key);
+      if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return result;
+      tx.set(st.revision, st.revision + 1);
+      store_.remove_key(tx, probe.slot);
+      return DeleteResult{st.revision, 1};
+    }
+    // Is there anything to delete? Then record the intent, so that a holder
+    // killed half-way leaves the rest to whoever takes the lock next.
+    bool any = false;
+    std::uint64_t steps = 0;
+    for (std::uint32_t s = store_.lower_bound(key); s != kNone && !any; s = store_.next_key(s)) {
+      if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
+      const KeySlotHeader& k = store_.key(s);
+      if (!store_.key_bytes(k).starts_with(key)) break;
+      any = store_.key_visible(k, now);
+    }
+    if (!any) return result;
+    segment::JournalHeader& j = store_.journal();
+    tx.set(st.revision, st.revision + 1);
+    tx.set(j.intent_revision, st.revision);
+    tx.set(j.intent_key_len, static_cast<std::uint32_t>(key.size()));
+    tx.write_bytes(mapping_->base() + layout_.intent_key_offset, key.data(), key.size());
+    tx.set(j.intent_kind, kIntentDeletePrefix);
+    tx.commit();
+    result.revision = st.revision;
+    std::uint32_t before = st.key_count;
+    finish_intent(tx, now);
+    result.deleted = before - st.key_count;
+    return result;
+  });
+}
+
+Result<SegmentInfo> Engine::info() {
+  return locked<SegmentInfo>(Reap::no, [&](Tx&, std::int64_t) -> Result<SegmentInfo> {
+    const StoreState& st = store_.state();
+    SegmentInfo info;
+    info.path = mapping_->path();
+    info.layout_version = segment::kLayoutVersion;
+    info.size_bytes = layout_.total_bytes;
+    info.capacities.max_leases = layout_.caps.max_leases;
+    info.capacities.max_keys = layout_.caps.max_keys;
+    info.capacities.max_key_bytes = layout_.caps.max_key_bytes;
+    info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
+    info.revision = st.revision;
+    info.leases_used = st.lease_count;
+    info.keys_used = st.key_count;
+    info.recoveries = st.recoveries;
+    return info;
+  });
+}
+
+Result<std::vector<std::string>> Engine::check() {
+  using Out = std::vector<std::string>;
+  return locked<Out>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Out> { return check_locked(now); });
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,66 @@
+// The lease/key engine over one mapped segment: every public operation, the
+// lock discipline around it, reaping as operations pass by, and recovery.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/store.hpp"
+#include "segment/mapping.hpp"
+#include "zaris/client.hpp"
+
+namespace zaris::engine {
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options);
+
+  Result<LeaseId> grant(std::chrono::nanoseconds ttl, const GrantOptions& options);
+  Result<std::chrono::nanoseconds> keep_alive(LeaseId id);
+  Result<void> revoke(LeaseId id);
+  Result<LeaseInfo> time_to_live(LeaseId id, bool with_keys);
+  Result<std::vector<LeaseStatus>> list();
+
+  Result<PutResult> put(std::string_view key, std::string_view value, const Put& options);
+  Result<bool> get(std::string_view key, KeyValue& out);
+  Result<RangeResult> range(std::string_view prefix, const RangeOptions& options);
+  Result<DeleteResult> del(std::string_view key, bool prefix);
+  Result<SegmentInfo> info();
+
+  // Every invariant violation found, as one line each; empty when consistent.
+  // Takes the lock (repairing first if a holder died).
+  Result<std::vector<std::string>> check();
+
+  const segment::Mapping& mapping() const { return *mapping_; }
+
+ private:
+  enum class Reap { no, yes };
+  template <typename T, typename Body>
+  Result<T> locked(Reap reap, Body&& body);
+
+  std::int64_t now() const noexcept;
+  Result<void> recover();
+  void finish_intent(Tx& tx, std::int64_t now);
+  // Reaps up to the per-operation budget of expired and dead leases.
+  void reap_due(Tx& tx, std::int64_t now);
+  // Reaps up to `key_budget` keys of the DEAD lease in `slot`, freeing it
+  // when none remain; commits each batch. Returns true when the lease is gone.
+  bool reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t key_budget);
+  // Deletes up to `budget` live keys under the intent's prefix; commits.
+  // Returns true when none remain.
+  bool delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget);
+  Error lease_error(LeaseLookup lookup, LeaseId id) const;
+  void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
+  std::vector<std::string> check_locked(std::int64_t now) const;
+
+  std::unique_ptr<segment::Mapping> mapping_;
+  segment::Layout layout_;
+  Store store_;
+  segment::Control* control_;
+  std::shared_ptr<const Clock> clock_;
+  std::chrono::nanoseconds lock_timeout_;
+};
+
+}  // namespace zaris::engine

@@ -1,0 +1,268 @@
+// Key slots, the hash index (point lookups) and the skip list (byte order).
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "engine/store.hpp"
+#include "segment/process.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kSkipLevels;
+
+namespace {
+
+std::uint64_t load64(const char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+std::uint64_t mix(std::uint64_t h) {
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+// Levels for a new skip-list node: geometric with p = 1/4.
+std::uint32_t random_level() {
+  thread_local std::uint64_t state = 0;
+  if (state == 0) {
+    std::uint64_t local = 0;
+    state = mix(reinterpret_cast<std::uintptr_t>(&local) ^
+                (std::uint64_t(segment::self_pid()) << 32)) | 1;
+  }
+  state ^= state >> 12;
+  state ^= state << 25;
+  state ^= state >> 27;
+  std::uint64_t r = state * 0x2545F4914F6CDD1DULL;
+  std::uint32_t level = 1;
+  while (level < kSkipLevels && (r & 3) == 0) {
+    ++level;
+    r >>= 2;
+  }
+  return level;
+}
+
+}  // namespace
+
+std::uint32_t Store::hash32(std::string_view key) const noexcept {
+  std::uint64_t h = hash_seed_ ^ (key.size() * 0x9E3779B97F4A7C15ULL);
+  const char* p = key.data();
+  std::size_t n = key.size();
+  for (; n >= 8; n -= 8, p += 8) h = mix(h ^ load64(p)) * 0x9E3779B97F4A7C15ULL;
+  if (n > 0) {
+    std::uint64_t tail = 0;
+    std::memcpy(&tail, p, n);
+    h = mix(h ^ tail);
+  }
+  h = mix(h);
+  return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+KeySlotHeader& Store::key(std::uint32_t slot) const {
+  if (slot >= layout_->caps.max_keys) abort_corrupt("key slot index " + std::to_string(slot));
+  return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
+}
+
+std::string_view Store::key_bytes(const KeySlotHeader& k) const {
+  if (k.key_len == 0 || k.key_len > layout_->caps.max_key_bytes) abort_corrupt("key length");
+  return {reinterpret_cast<const char*>(&k + 1), k.key_len};
+}
+
+std::string_view Store::value_bytes(const KeySlotHeader& k) const {
+  if (k.value_len > layout_->caps.max_value_bytes) abort_corrupt("value length");
+  return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, k.value_len};
+}
+
+bool Store::key_visible(const KeySlotHeader& k, std::int64_t now) const {
+  if (k.lease_id == 0) return true;
+  LeaseSlot& l = lease(lease_slot_of(k.lease_id));
+  if (l.id.load(std::memory_order_acquire) != k.lease_id) abort_corrupt("key names a freed lease");
+  return lease_live(l, now);
+}
+
+Store::Probe Store::find(std::string_view key) const {
+  Probe probe;
+  probe.hash32 = hash32(key);
+  const std::uint64_t mask = layout_->bucket_count - 1;
+  std::uint64_t i = probe.hash32 & mask;
+  for (std::uint64_t n = 0; n < layout_->bucket_count; ++n, i = (i + 1) & mask) {
+    std::uint64_t b = buckets_[i];
+    if (b == 0) {
+      probe.bucket = i;
+      return probe;
+    }
+    if (static_cast<std::uint32_t>(b >> 32) == probe.hash32) {
+      auto slot = static_cast<std::uint32_t>(b) - 1;
+      if (key_bytes(this->key(slot)) == key) {
+        probe.slot = slot;
+        probe.bucket = i;
+        return probe;
+      }
+    }
+  }
+  abort_corrupt("hash index has no empty bucket");
+}
+
+std::uint32_t& Store::forward(std::uint32_t node, std::uint32_t level) const {
+  if (level >= kSkipLevels) abort_corrupt("skip-list level");
+  return node == kNone ? state_->skip_head[level] : key(node).forward[level];
+}
+
+void Store::predecessors(std::string_view key,
+                         std::array<std::uint32_t, kSkipLevels>& update) const {
+  std::uint32_t levels = state_->skip_level;
+  if (levels < 1 || levels > kSkipLevels) abort_corrupt("skip-list height");
+  std::uint64_t budget = std::uint64_t{layout_->caps.max_keys} * kSkipLevels + kSkipLevels;
+  std::uint32_t x = kNone;
+  for (std::uint32_t l = levels; l-- > 0;) {
+    for (;;) {
+      std::uint32_t next = forward(x, l);
+      if (next == kNone || key_bytes(this->key(next)) >= key) break;
+      x = next;
+      if (--budget == 0) abort_corrupt("skip list has a cycle");
+    }
+    update[l] = x;
+  }
+  for (std::uint32_t l = levels; l < kSkipLevels; ++l) update[l] = kNone;
+}
+
+std::uint32_t Store::lower_bound(std::string_view key) const {
+  std::array<std::uint32_t, kSkipLevels> update;
+  predecessors(key, update);
+  return forward(update[0], 0);
+}
+
+std::uint32_t Store::next_key(std::uint32_t slot) const { return key(slot).forward[0]; }
+
+void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key) {
+  std::array<std::uint32_t, kSkipLevels> update;
+  predecessors(key, update);
+  KeySlotHeader& k = this->key(slot);
+  std::uint32_t level = random_level();
+  if (level > state_->skip_level) tx.set(state_->skip_level, level);
+  // The node is fresh: its own links need no undo record.
+  k.level = level;
+  for (std::uint32_t l = 0; l < level; ++l) k.forward[l] = forward(update[l], l);
+  for (std::uint32_t l = 0; l < level; ++l) tx.set(forward(update[l], l), slot);
+}
+
+void Store::skip_remove(Tx& tx, std::uint32_t slot, std::string_view key) {
+  std::array<std::uint32_t, kSkipLevels> update;
+  predecessors(key, update);
+  KeySlotHeader& k = this->key(slot);
+  if (k.level < 1 || k.level > kSkipLevels) abort_corrupt("skip-list node level");
+  for (std::uint32_t l = 0; l < k.level; ++l) {
+    std::uint32_t& link = forward(update[l], l);
+    if (link != slot) abort_corrupt("skip list does not reach a key");
+    tx.set(link, k.forward[l]);
+  }
+  while (state_->skip_level > 1 && state_->skip_head[state_->skip_level - 1] == kNone)
+    tx.set(state_->skip_level, state_->skip_level - 1);
+}
+
+void Store::hash_remove(Tx& tx, std::uint64_t bucket) {
+  // Backward-shift deletion: keeps every entry reachable without tombstones.
+  const std::uint64_t mask = layout_->bucket_count - 1;
+  std::uint64_t hole = bucket;
+  std::uint64_t j = bucket;
+  for (std::uint64_t n = 0; n < layout_->bucket_count; ++n) {
+    j = (j + 1) & mask;
+    std::uint64_t b = buckets_[j];
+    if (b == 0) break;
+    std::uint64_t ideal = (b >> 32) & mask;
+    bool stays = hole <= j ? (hole < ideal && ideal <= j) : (hole < ideal || ideal <= j);
+    if (stays) continue;
+    tx.set(buckets_[hole], b);
+    hole = j;
+  }
+  tx.set(buckets_[hole], std::uint64_t{0});
+}
+
+std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key,
+                                std::uint64_t revision) {
+  StoreState& st = *state_;
+  std::uint32_t slot;
+  if (st.key_free_head != kNone) {
+    slot = st.key_free_head;
+    std::uint32_t next = this->key(slot).next_free;
+    if (next != kNone && next >= layout_->caps.max_keys) abort_corrupt("key free list");
+    tx.set(st.key_free_head, next);
+  } else if (st.key_high_water < layout_->caps.max_keys) {
+    slot = st.key_high_water;
+    tx.set(st.key_high_water, slot + 1);
+  } else {
+    return kNone;
+  }
+  KeySlotHeader& k = this->key(slot);
+  tx.set(k.used, 1u);
+  // A fresh slot: its body needs no undo records (docs/segment.md).
+  k.lease_id = 0;
+  k.create_revision = revision;
+  k.mod_revision = revision;
+  k.version = 1;
+  k.key_len = static_cast<std::uint32_t>(key.size());
+  k.value_len = 0;
+  k.lease_prev = kNone;
+  k.lease_next = kNone;
+  std::memcpy(key_data(k), key.data(), key.size());
+  tx.set(st.key_count, st.key_count + 1);
+  tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
+  skip_insert(tx, slot, key);
+  return slot;
+}
+
+void Store::lease_list_unlink(Tx& tx, std::uint32_t slot) {
+  KeySlotHeader& k = key(slot);
+  LeaseSlot& l = lease(lease_slot_of(k.lease_id));
+  if (l.id.load(std::memory_order_relaxed) != k.lease_id || l.key_count == 0)
+    abort_corrupt("key's lease list");
+  if (k.lease_prev == kNone) {
+    if (l.key_head != slot) abort_corrupt("key's lease list head");
+    tx.set(l.key_head, k.lease_next);
+  } else {
+    tx.set(key(k.lease_prev).lease_next, k.lease_next);
+  }
+  if (k.lease_next != kNone) tx.set(key(k.lease_next).lease_prev, k.lease_prev);
+  tx.set(l.key_count, l.key_count - 1);
+  tx.set(k.lease_id, std::uint64_t{0});
+}
+
+void Store::set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id) {
+  KeySlotHeader& k = key(slot);
+  if (k.lease_id == lease_id) return;
+  if (k.lease_id != 0) lease_list_unlink(tx, slot);
+  if (lease_id == 0) return;
+  LeaseSlot& l = lease(lease_slot_of(lease_id));
+  std::uint32_t head = l.key_head;
+  tx.set(k.lease_prev, kNone);
+  tx.set(k.lease_next, head);
+  if (head != kNone) tx.set(key(head).lease_prev, slot);
+  tx.set(l.key_head, slot);
+  tx.set(l.key_count, l.key_count + 1);
+  tx.set(k.lease_id, lease_id);
+}
+
+void Store::remove_key(Tx& tx, std::uint32_t slot) {
+  StoreState& st = *state_;
+  KeySlotHeader& k = key(slot);
+  if (k.used != 1) abort_corrupt("removing a free key slot");
+  std::string_view name = key_bytes(k);
+  Probe probe = find(name);
+  if (probe.slot != slot) abort_corrupt("hash index does not reach a key");
+  hash_remove(tx, probe.bucket);
+  skip_remove(tx, slot, name);
+  if (k.lease_id != 0) lease_list_unlink(tx, slot);
+  if (st.key_count == 0) abort_corrupt("key count");
+  tx.set(k.used, 0u);
+  tx.set(k.next_free, st.key_free_head);
+  tx.set(st.key_free_head, slot);
+  tx.set(st.key_count, st.key_count - 1);
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,195 @@
+// Lease slots, their free list, and the expiry heap.
+#include <string>
+
+#include "engine/store.hpp"
+#include "segment/process.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+
+Store::Store(std::uint8_t* base, const Layout& layout) noexcept
+    : base_(base),
+      layout_(&layout),
+      state_(&reinterpret_cast<segment::Control*>(base + layout.control_offset)->state),
+      journal_(reinterpret_cast<segment::JournalHeader*>(base + layout.journal_offset)),
+      leases_(reinterpret_cast<LeaseSlot*>(base + layout.leases_offset)),
+      heap_(reinterpret_cast<HeapEntry*>(base + layout.heap_offset)),
+      keys_(base + layout.keys_offset),
+      buckets_(reinterpret_cast<std::uint64_t*>(base + layout.buckets_offset)),
+      slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
+      hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
+
+LeaseSlot& Store::lease(std::uint32_t slot) const {
+  if (slot >= layout_->caps.max_leases) abort_corrupt("lease slot index " + std::to_string(slot));
+  return leases_[slot];
+}
+
+bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
+  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+  for (;;) {
+    if (d >= kDeadlineDead) return false;
+    if (d > static_cast<std::uint64_t>(now)) return true;
+    // Past its deadline: seal it, so a late keep-alive cannot bring it back.
+    if (l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel))
+      return false;
+  }
+}
+
+LeaseLookup Store::lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const {
+  if (id == 0) return LeaseLookup::unknown;
+  std::uint32_t s = lease_slot_of(id);
+  if (s >= layout_->caps.max_leases) return LeaseLookup::unknown;
+  LeaseSlot& l = leases_[s];
+  std::uint64_t current = l.id.load(std::memory_order_acquire);
+  if (current != id) {
+    // The slot has moved on to a later generation: this lease existed and ended.
+    bool ended = current != 0 && lease_generation(current) > lease_generation(id);
+    return ended ? LeaseLookup::lost : LeaseLookup::unknown;
+  }
+  slot = s;
+  return lease_live(l, now) ? LeaseLookup::live : LeaseLookup::lost;
+}
+
+std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool bound) {
+  StoreState& st = *state_;
+  const std::uint32_t capacity = layout_->caps.max_leases;
+  std::uint32_t slot;
+  std::uint64_t generation;
+  // Never-used slots first, then the FIFO of freed ones: reuse spreads evenly.
+  if (st.lease_high_water < capacity) {
+    slot = st.lease_high_water;
+    tx.set(st.lease_high_water, slot + 1);
+    generation = 1;
+  } else if (st.lease_free_head != kNone) {
+    slot = st.lease_free_head;
+    LeaseSlot& l = lease(slot);
+    std::uint32_t next = l.next_free;
+    if (next != kNone && next >= capacity) abort_corrupt("lease free list");
+    tx.set(st.lease_free_head, next);
+    if (next == kNone) tx.set(st.lease_free_tail, kNone);
+    generation = lease_generation(l.id.load(std::memory_order_relaxed)) + 1;
+  } else {
+    return kNone;
+  }
+  LeaseSlot& l = lease(slot);
+  std::uint64_t deadline = static_cast<std::uint64_t>(now) + ttl_ns;
+  tx.set_atomic(l.ttl_ns, ttl_ns);
+  tx.set(l.end_revision, std::uint64_t{0});
+  tx.set(l.owner_start_time, segment::self_start_time());
+  tx.set(l.owner_pid, static_cast<std::uint32_t>(segment::self_pid()));
+  tx.set(l.flags, bound ? segment::kLeaseBound : 0u);
+  tx.set(l.key_head, kNone);
+  tx.set(l.key_count, 0u);
+  tx.set(l.next_free, kNone);
+  heap_push(tx, slot, deadline);
+  // The id before the deadline: keep_alive matches the id, then the pair.
+  tx.set_atomic(l.id, generation << layout_->lease_slot_bits | slot);
+  tx.set_atomic(l.deadline_ns, deadline);
+  tx.set(st.lease_count, st.lease_count + 1);
+  return slot;
+}
+
+void Store::free_lease(Tx& tx, std::uint32_t slot) {
+  StoreState& st = *state_;
+  LeaseSlot& l = lease(slot);
+  if (l.key_head != kNone || l.key_count != 0) abort_corrupt("freeing a lease that has keys");
+  if (st.lease_count == 0) abort_corrupt("lease count");
+  heap_remove(tx, l.heap_pos);
+  tx.set_atomic(l.deadline_ns, kDeadlineFree);
+  tx.set(st.lease_count, st.lease_count - 1);
+  std::uint64_t generation = lease_generation(l.id.load(std::memory_order_relaxed));
+  std::uint64_t last_generation = ~std::uint64_t{0} >> layout_->lease_slot_bits;
+  if (generation >= last_generation) {
+    // Its ids are used up: retire the slot rather than ever repeat an id.
+    tx.set(st.retired_leases, st.retired_leases + 1);
+    return;
+  }
+  tx.set(l.next_free, kNone);
+  if (st.lease_free_tail == kNone) {
+    tx.set(st.lease_free_head, slot);
+  } else {
+    tx.set(lease(st.lease_free_tail).next_free, slot);
+  }
+  tx.set(st.lease_free_tail, slot);
+}
+
+HeapEntry& Store::heap(std::uint32_t pos) const {
+  if (pos >= state_->heap_size || pos >= layout_->caps.max_leases)
+    abort_corrupt("expiry heap position " + std::to_string(pos));
+  return heap_[pos];
+}
+
+void Store::heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry) {
+  tx.set(heap_[pos], entry);
+  tx.set(lease(entry.slot).heap_pos, pos);
+}
+
+void Store::heap_sift_up(Tx& tx, std::uint32_t pos) {
+  HeapEntry entry = heap(pos);
+  while (pos > 0) {
+    std::uint32_t parent = (pos - 1) / 2;
+    HeapEntry above = heap(parent);
+    if (above.deadline_ns <= entry.deadline_ns) break;
+    heap_place(tx, pos, above);
+    pos = parent;
+  }
+  heap_place(tx, pos, entry);
+}
+
+void Store::heap_sift_down(Tx& tx, std::uint32_t pos) {
+  HeapEntry entry = heap(pos);
+  const std::uint32_t size = state_->heap_size;
+  for (;;) {
+    std::uint64_t child = std::uint64_t{pos} * 2 + 1;
+    if (child >= size) break;
+    auto c = static_cast<std::uint32_t>(child);
+    if (c + 1 < size && heap(c + 1).deadline_ns < heap(c).deadline_ns) ++c;
+    HeapEntry below = heap(c);
+    if (below.deadline_ns >= entry.deadline_ns) break;
+    heap_place(tx, pos, below);
+    pos = c;
+  }
+  heap_place(tx, pos, entry);
+}
+
+void Store::heap_push(Tx& tx, std::uint32_t slot, std::uint64_t deadline) {
+  std::uint32_t pos = state_->heap_size;
+  if (pos >= layout_->caps.max_leases) abort_corrupt("expiry heap overflow");
+  tx.set(state_->heap_size, pos + 1);
+  heap_place(tx, pos, HeapEntry{deadline, slot, 0});
+  heap_sift_up(tx, pos);
+}
+
+void Store::heap_remove(Tx& tx, std::uint32_t pos) {
+  heap(pos);  // bounds
+  std::uint32_t last = state_->heap_size - 1;
+  if (pos != last) {
+    HeapEntry moved = heap(last);
+    tx.set(state_->heap_size, last);
+    heap_place(tx, pos, moved);
+    if (pos > 0 && heap((pos - 1) / 2).deadline_ns > moved.deadline_ns) {
+      heap_sift_up(tx, pos);
+    } else {
+      heap_sift_down(tx, pos);
+    }
+  } else {
+    tx.set(state_->heap_size, last);
+  }
+}
+
+void Store::heap_update(Tx& tx, std::uint32_t pos, std::uint64_t deadline) {
+  HeapEntry entry = heap(pos);
+  std::uint64_t old = entry.deadline_ns;
+  entry.deadline_ns = deadline;
+  heap_place(tx, pos, entry);
+  if (deadline < old) {
+    heap_sift_up(tx, pos);
+  } else {
+    heap_sift_down(tx, pos);
+  }
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,114 @@
+// The lease table and key index over a mapped segment. A Store is a view: it
+// owns nothing but pointers into the mapping. Every accessor bounds-checks the
+// index it is given and every stored index it follows, aborting the
+// transaction (TxAbort) on a value out of range: nothing read from shared
+// memory is trusted.
+//
+// REQUIRES for every mutating member: the segment lock is held and `tx` is the
+// transaction in progress.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "segment/journal.hpp"
+#include "segment/layout.hpp"
+
+namespace zaris::engine {
+
+using segment::HeapEntry;
+using segment::KeySlotHeader;
+using segment::kNone;
+using segment::LeaseSlot;
+using segment::Layout;
+using segment::StoreState;
+using segment::Tx;
+
+// Outcome of looking a lease id up.
+enum class LeaseLookup { live, lost, unknown };
+
+class Store {
+ public:
+  Store(std::uint8_t* base, const Layout& layout) noexcept;
+
+  const Layout& layout() const { return *layout_; }
+  std::uint8_t* base() const { return base_; }
+  StoreState& state() const { return *state_; }
+  segment::JournalHeader& journal() const { return *journal_; }
+  std::uint64_t hash_seed() const { return hash_seed_; }
+
+  // ---- leases (lease_table.cpp) ----
+  LeaseSlot& lease(std::uint32_t slot) const;
+  std::uint32_t lease_slot_of(std::uint64_t id) const noexcept {
+    return static_cast<std::uint32_t>(id & slot_mask_);
+  }
+  std::uint64_t lease_generation(std::uint64_t id) const noexcept { return id >> layout_->lease_slot_bits; }
+  // Whether `id` names an allocated lease that is live at `now`; a lease found
+  // past its deadline is sealed DEAD. Sets `slot` when the id matches a slot.
+  LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const;
+  // True if the allocated lease in `slot` is live at `now` (seals it if not).
+  bool lease_live(LeaseSlot& lease, std::int64_t now) const;
+  // Allocates a slot and writes a live lease; kNone when the table is full.
+  std::uint32_t grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool bound);
+  // REQUIRES: the lease is DEAD and has no keys left. Frees its slot.
+  void free_lease(Tx& tx, std::uint32_t slot);
+
+  // The expiry heap.
+  HeapEntry& heap(std::uint32_t pos) const;
+  void heap_push(Tx& tx, std::uint32_t slot, std::uint64_t deadline);
+  void heap_remove(Tx& tx, std::uint32_t pos);
+  // Changes the entry at `pos` to `deadline` and restores heap order.
+  void heap_update(Tx& tx, std::uint32_t pos, std::uint64_t deadline);
+
+  // ---- keys (key_index.cpp) ----
+  KeySlotHeader& key(std::uint32_t slot) const;
+  std::string_view key_bytes(const KeySlotHeader& k) const;
+  std::string_view value_bytes(const KeySlotHeader& k) const;
+  char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }
+  char* value_data(KeySlotHeader& k) const { return key_data(k) + layout_->caps.max_key_bytes; }
+  bool key_visible(const KeySlotHeader& k, std::int64_t now) const;
+
+  struct Probe {
+    std::uint32_t slot = kNone;    // the key's slot, or kNone
+    std::uint64_t bucket = 0;      // where it is, or the empty bucket to insert at
+    std::uint32_t hash32 = 0;
+  };
+  Probe find(std::string_view key) const;
+  // Adds a new key at probe.bucket; returns its slot, kNone when the table is full.
+  std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key, std::uint64_t revision);
+  // Unlinks the key from the hash, the skip list and its lease, and frees it.
+  void remove_key(Tx& tx, std::uint32_t slot);
+  // Attaches the key to lease `lease_id` (0: none), detaching it from its old one.
+  void set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id);
+  // The first key slot whose key is >= `key` in byte order, or kNone.
+  std::uint32_t lower_bound(std::string_view key) const;
+  std::uint32_t next_key(std::uint32_t slot) const;  // level-0 successor
+
+  std::uint32_t hash32(std::string_view key) const noexcept;
+
+ private:
+  std::uint32_t& forward(std::uint32_t node, std::uint32_t level) const;
+  // Fills update[] with the last node before `key` at each level (kNone: head).
+  void predecessors(std::string_view key, std::array<std::uint32_t, segment::kSkipLevels>& update) const;
+  void skip_insert(Tx& tx, std::uint32_t slot, std::string_view key);
+  void skip_remove(Tx& tx, std::uint32_t slot, std::string_view key);
+  void hash_remove(Tx& tx, std::uint64_t bucket);
+  void lease_list_unlink(Tx& tx, std::uint32_t slot);
+  void heap_sift_up(Tx& tx, std::uint32_t pos);
+  void heap_sift_down(Tx& tx, std::uint32_t pos);
+  void heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry);
+
+  std::uint8_t* base_;
+  const Layout* layout_;
+  StoreState* state_;
+  segment::JournalHeader* journal_;
+  LeaseSlot* leases_;
+  HeapEntry* heap_;
+  std::uint8_t* keys_;
+  std::uint64_t* buckets_;
+  std::uint64_t slot_mask_;
+  std::uint64_t hash_seed_;
+};
+
+}  // namespace zaris::engine

@@ -1,0 +1,138 @@
+#include "segment/journal.hpp"
+
+#include <signal.h>
+
+#include <vector>
+
+namespace zaris::segment {
+namespace {
+
+struct RecordHeader {
+  std::uint64_t offset;  // of the target, from the segment base
+  std::uint64_t length;  // bytes of old data that follow
+};
+static_assert(sizeof(RecordHeader) == 16);
+
+constexpr std::uint64_t record_bytes(std::uint64_t length) {
+  return sizeof(RecordHeader) + (length + 7) / 8 * 8;
+}
+
+// A target may lie in the store state or in the tables, never in the header,
+// the mutex or the journal itself.
+bool target_in_bounds(const Layout& layout, std::uint64_t offset, std::uint64_t length) {
+  std::uint64_t state_begin = layout.control_offset + offsetof(Control, state);
+  std::uint64_t state_end = state_begin + sizeof(StoreState);
+  if (length > layout.total_bytes) return false;
+  if (offset >= state_begin && offset <= state_end - length) return true;
+  // The intent fields of the journal header and the intent key area.
+  std::uint64_t intent_begin = layout.journal_offset + offsetof(JournalHeader, intent_kind);
+  if (offset >= intent_begin && offset + length <= layout.records_offset) return true;
+  return offset >= layout.leases_offset && offset <= layout.total_bytes - length;
+}
+
+void restore(std::uint8_t* base, std::uint64_t offset, const std::uint8_t* old,
+             std::uint64_t length) {
+  std::uint8_t* dst = base + offset;
+  if (length == 8 && offset % 8 == 0) {
+    std::uint64_t word;
+    std::memcpy(&word, old, 8);
+    // Lease id and deadline words are also touched lock-free: store atomically.
+    reinterpret_cast<std::atomic<std::uint64_t>*>(dst)->store(word, std::memory_order_release);
+  } else {
+    std::memcpy(dst, old, length);
+  }
+}
+
+}  // namespace
+
+void abort_corrupt(const std::string& what) {
+  throw TxAbort{Errc::corrupt_segment, "segment is corrupt: " + what};
+}
+
+void Tx::log(const void* dst, std::size_t n) {
+  auto offset = static_cast<std::uint64_t>(static_cast<const std::uint8_t*>(dst) - base_);
+  std::uint64_t size = record_bytes(n);
+  if (used_ + size > layout_->journal_capacity)
+    throw TxAbort{Errc::no_space, "operation too large for the segment's journal"};
+  crash::step();
+  auto* rec = reinterpret_cast<RecordHeader*>(records_ + used_);
+  rec->offset = offset;
+  rec->length = n;
+  std::memcpy(rec + 1, dst, n);
+  used_ += size;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  journal_->used_bytes.store(used_, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+}
+
+void Tx::commit() noexcept {
+  if (used_ == 0) return;
+  crash::step();
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  journal_->used_bytes.store(0, std::memory_order_release);
+  used_ = 0;
+}
+
+void Tx::rollback() noexcept {
+  // Our own records were validated when written.
+  (void)replay(base_, *layout_);
+  used_ = 0;
+}
+
+Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
+  auto* journal = reinterpret_cast<JournalHeader*>(base + layout.journal_offset);
+  std::uint64_t used = journal->used_bytes.load(std::memory_order_acquire);
+  if (used == 0) return {};
+  if (used > layout.journal_capacity || used % 8 != 0)
+    return Error{Errc::corrupt_segment, "segment is corrupt: journal length out of range"};
+  const std::uint8_t* records = base + layout.records_offset;
+  std::vector<std::uint64_t> starts;
+  try {
+    for (std::uint64_t at = 0; at < used;) {
+      if (used - at < sizeof(RecordHeader))
+        return Error{Errc::corrupt_segment, "segment is corrupt: journal record cut short"};
+      RecordHeader rec;
+      std::memcpy(&rec, records + at, sizeof rec);
+      if (rec.length > layout.journal_capacity || record_bytes(rec.length) > used - at ||
+          !target_in_bounds(layout, rec.offset, rec.length))
+        return Error{Errc::corrupt_segment, "segment is corrupt: journal record out of bounds"};
+      starts.push_back(at);
+      at += record_bytes(rec.length);
+    }
+  } catch (...) {
+    return Error{Errc::io_error, "out of memory replaying the journal"};
+  }
+  for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+    crash::step();
+    RecordHeader rec;
+    std::memcpy(&rec, records + *it, sizeof rec);
+    restore(base, rec.offset, records + *it + sizeof rec, rec.length);
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  crash::step();
+  journal->used_bytes.store(0, std::memory_order_release);
+  return {};
+}
+
+#ifdef ZARIS_CRASH_POINTS
+namespace crash {
+namespace {
+std::atomic<std::int64_t> g_countdown{0};
+std::atomic<std::int64_t> g_taken{0};
+std::atomic<int> g_signal{SIGKILL};
+}  // namespace
+void arm(std::int64_t step, int signal) noexcept {
+  g_taken.store(0);
+  g_signal.store(signal);
+  g_countdown.store(step);
+}
+std::int64_t steps_taken() noexcept { return g_taken.load(); }
+void step() noexcept {
+  g_taken.fetch_add(1, std::memory_order_relaxed);
+  if (g_countdown.load(std::memory_order_relaxed) > 0 && g_countdown.fetch_sub(1) == 1)
+    ::raise(g_signal.load());
+}
+}  // namespace crash
+#endif
+
+}  // namespace zaris::segment

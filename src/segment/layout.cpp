@@ -1,0 +1,69 @@
+#include "segment/layout.hpp"
+
+#include <bit>
+
+namespace zaris::segment {
+namespace {
+
+constexpr std::uint64_t round_up(std::uint64_t value, std::uint64_t to) {
+  return (value + to - 1) / to * to;
+}
+
+}  // namespace
+
+bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
+  if (caps.max_leases < 1 || caps.max_leases > kMaxLeasesLimit) return false;
+  if (caps.max_keys < 1 || caps.max_keys > kMaxKeysLimit) return false;
+  if (caps.max_key_bytes < 1 || caps.max_key_bytes > kMaxKeyBytesLimit) return false;
+  if (caps.max_value_bytes > kMaxValueBytesLimit) return false;
+
+  Layout l;
+  l.caps = caps;
+  std::uint64_t at = round_up(sizeof(Header), kCacheLine);
+  l.control_offset = at;
+  at = round_up(at + sizeof(Control), kCacheLine);
+  l.journal_offset = at;
+  l.journal_capacity =
+      round_up(64 * 1024 + 2 * (std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes + 64), 64);
+  l.intent_key_offset = at + sizeof(JournalHeader);
+  l.records_offset = round_up(l.intent_key_offset + caps.max_key_bytes, kCacheLine);
+  at = round_up(l.records_offset + l.journal_capacity, kCacheLine);
+  l.leases_offset = at;
+  at = round_up(at + std::uint64_t{caps.max_leases} * sizeof(LeaseSlot), kCacheLine);
+  l.heap_offset = at;
+  at = round_up(at + std::uint64_t{caps.max_leases} * sizeof(HeapEntry), kCacheLine);
+  l.keys_offset = at;
+  l.key_slot_bytes =
+      round_up(sizeof(KeySlotHeader) + std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes, 8);
+  at = round_up(at + std::uint64_t{caps.max_keys} * l.key_slot_bytes, kCacheLine);
+  l.buckets_offset = at;
+  l.bucket_count = std::bit_ceil(std::uint64_t{caps.max_keys} * 2);
+  at = round_up(at + l.bucket_count * sizeof(Bucket), kCacheLine);
+  l.total_bytes = at;
+  l.lease_slot_bits =
+      caps.max_leases <= 2 ? 1 : static_cast<std::uint32_t>(std::bit_width(caps.max_leases - 1));
+  out = l;
+  return true;
+}
+
+AbiStamp current_abi() noexcept {
+  return AbiStamp{sizeof(void*),         sizeof(pthread_mutex_t), kCacheLine,   sizeof(LeaseSlot),
+                  sizeof(KeySlotHeader), sizeof(HeapEntry),       kEndianMarker};
+}
+
+Capacities to_capacities(const SegmentOptions& options) noexcept {
+  return Capacities{options.max_leases, options.max_keys, options.max_key_bytes,
+                    options.max_value_bytes};
+}
+
+}  // namespace zaris::segment
+
+namespace zaris {
+
+std::uint64_t segment_size(const SegmentOptions& options) noexcept {
+  segment::Layout layout;
+  if (!segment::Layout::compute(segment::to_capacities(options), layout)) return 0;
+  return layout.total_bytes;
+}
+
+}  // namespace zaris

@@ -1,0 +1,213 @@
+// The shared-memory layout of a segment. Every struct here is plain, fixed
+// size and trivially copyable; sizes and offsets are pinned by static_asserts.
+// docs/segment.md tells the whole story (regions, journal, recovery, expiry).
+//
+// Regions, in order, each starting on a 64-byte line:
+//   Header      written once by the creator; `ready` last (release store)
+//   Control     the robust mutex, the holder's pid, the store state
+//   Journal     the undo log of the operation in progress
+//   LeaseSlot[max_leases]
+//   HeapEntry[max_leases]          expiry min-heap (lazily revalidated)
+//   KeySlot[max_keys]              header + key bytes + value bytes
+//   u64 buckets[hash_buckets]      open-addressing hash index of keys
+//
+// Writers: only the creator writes the Header. Every other word is written by
+// the holder of Control::mutex, through the journal (Tx), except two words of
+// a LeaseSlot (id, deadline_ns) which keep_alive CASes without the mutex.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "zaris/options.hpp"
+
+namespace zaris::segment {
+
+inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
+inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
+inline constexpr std::uint32_t kEndianMarker = 0x01020304;
+inline constexpr std::uint32_t kCacheLine = 64;
+inline constexpr std::uint32_t kNone = 0xffff'ffffu;  // "no slot" in every u32 link
+
+// Capacity limits (inclusive).
+inline constexpr std::uint32_t kMaxLeasesLimit = 1u << 24;
+inline constexpr std::uint32_t kMaxKeysLimit = 1u << 24;
+inline constexpr std::uint32_t kMaxKeyBytesLimit = 4096;
+inline constexpr std::uint32_t kMaxValueBytesLimit = 1u << 20;
+
+// Lease deadline words at or above kDeadlineDead are states, not times.
+inline constexpr std::uint64_t kDeadlineFree = ~0ULL;      // slot unused
+inline constexpr std::uint64_t kDeadlineDead = ~0ULL - 1;  // ended; keys not yet reaped
+
+inline constexpr std::uint32_t kSkipLevels = 12;  // p = 1/4: enough for 16M keys
+
+// Stamps what the segment's binary layout depends on; all must match.
+struct AbiStamp {
+  std::uint16_t pointer_bytes;
+  std::uint16_t mutex_bytes;
+  std::uint16_t cache_line_bytes;
+  std::uint16_t lease_slot_bytes;
+  std::uint16_t key_slot_header_bytes;
+  std::uint16_t heap_entry_bytes;
+  std::uint32_t endian_marker;
+  friend bool operator==(const AbiStamp&, const AbiStamp&) = default;
+};
+static_assert(sizeof(AbiStamp) == 16);
+
+struct Capacities {
+  std::uint32_t max_leases;
+  std::uint32_t max_keys;
+  std::uint32_t max_key_bytes;
+  std::uint32_t max_value_bytes;
+  friend bool operator==(const Capacities&, const Capacities&) = default;
+};
+static_assert(sizeof(Capacities) == 16);
+
+// Written once by the creator before `ready`; read-only afterwards.
+struct alignas(kCacheLine) Header {
+  std::uint64_t magic;            // kMagic
+  std::uint32_t layout_version;   // kLayoutVersion
+  std::uint32_t header_bytes;     // sizeof(Header)
+  AbiStamp abi;
+  Capacities capacities;
+  std::uint64_t segment_bytes;    // total size, as computed by Layout from capacities
+  std::uint8_t boot_id[16];       // /proc/sys/kernel/random/boot_id at creation
+  std::uint64_t hash_seed;        // random per segment: keys hash unpredictably
+  std::uint32_t creator_pid;      // who is (or was) building it; for "not ready" errors
+  std::uint32_t lease_slot_bits;  // low bits of a lease id that name the slot
+  std::uint8_t reserved[96];
+  std::atomic<std::uint32_t> ready;  // kReady, stored last with release order
+  std::uint32_t reserved2;
+};
+static_assert(sizeof(Header) == 192);
+static_assert(offsetof(Header, abi) == 16);
+static_assert(offsetof(Header, capacities) == 32);
+static_assert(offsetof(Header, boot_id) == 56);
+static_assert(offsetof(Header, ready) == 184);
+
+// The store state: every field written by the mutex holder through the journal.
+struct StoreState {
+  std::uint64_t revision;         // last committed store revision; starts at 1
+  std::uint64_t recoveries;       // times a locker repaired after a dead holder
+  std::uint32_t lease_count;      // allocated lease slots (live or dead-unreaped)
+  std::uint32_t key_count;        // allocated key slots
+  std::uint32_t lease_free_head;  // FIFO of freed lease slots (spreads id generations)
+  std::uint32_t lease_free_tail;
+  std::uint32_t key_free_head;    // LIFO of free key slots
+  std::uint32_t heap_size;        // entries in the expiry heap == lease_count
+  std::uint32_t skip_level;       // levels in use in the key skip list, 1..kSkipLevels
+  std::uint32_t retired_leases;   // slots whose id generation ran out; never reused
+  std::uint32_t lease_high_water;  // slots at or above it were never used (all zero)
+  std::uint32_t key_high_water;    // likewise for key slots
+  std::uint32_t skip_head[kSkipLevels];  // first key slot at each level
+};
+static_assert(sizeof(StoreState) == 104);
+
+struct alignas(kCacheLine) Control {
+  pthread_mutex_t mutex;                   // robust, process-shared, normal type
+  std::atomic<std::uint32_t> holder_pid;   // pid of the holder, for "busy" errors; advisory
+  std::uint32_t reserved;
+  alignas(kCacheLine) StoreState state;
+};
+static_assert(offsetof(Control, state) % kCacheLine == 0);
+
+// The undo log. `used_bytes` is the publish point: records at offsets below it
+// are valid. The intent fields describe an operation too large for one
+// transaction (a prefix delete): set and cleared through the journal, and
+// finished by whoever next takes the lock if its holder died. See journal.hpp.
+struct alignas(kCacheLine) JournalHeader {
+  std::atomic<std::uint64_t> used_bytes;
+  std::uint64_t capacity_bytes;   // bytes of record space after the intent key area
+  std::uint32_t intent_kind;      // kIntentNone or kIntentDeletePrefix
+  std::uint32_t intent_key_len;   // bytes of the prefix in the intent key area
+  std::uint64_t intent_revision;  // the revision the operation commits as
+  std::uint8_t reserved[32];
+};
+static_assert(sizeof(JournalHeader) == 64);
+
+// One lease. 64 bytes, one cache line, so keep-alives of different leases
+// never share a line.
+struct alignas(kCacheLine) LeaseSlot {
+  // id and deadline_ns form one 16-byte aligned pair: keep_alive compares both
+  // in one CAS, so it can never extend a later lease that reuses the slot.
+  std::atomic<std::uint64_t> id;           // (generation << slot_bits) | slot; kept when freed
+  std::atomic<std::uint64_t> deadline_ns;  // expiry instant, or kDeadlineDead / kDeadlineFree
+  std::atomic<std::uint64_t> ttl_ns;       // granted TTL; read by keep_alive without the lock
+  std::uint64_t end_revision;              // revision of its keys' deletion, 0 until reaping starts
+  std::uint64_t owner_start_time;          // owner's start time (clock ticks since boot)
+  std::uint32_t owner_pid;                 // granting process
+  std::uint32_t flags;                     // kLeaseBound
+  std::uint32_t heap_pos;                  // index of its entry in the expiry heap
+  std::uint32_t key_head;                  // first attached key slot, or kNone
+  std::uint32_t key_count;                 // attached keys
+  std::uint32_t next_free;                 // free-list link while free
+};
+static_assert(sizeof(LeaseSlot) == 64);
+static_assert(offsetof(LeaseSlot, deadline_ns) == 8);
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+inline constexpr std::uint32_t kLeaseBound = 1;
+inline constexpr std::uint32_t kIntentNone = 0;
+inline constexpr std::uint32_t kIntentDeletePrefix = 1;
+
+// One entry of the expiry heap: a lower bound of the lease's deadline (keep_alive
+// raises the real one without the mutex; the heap catches up when the entry
+// reaches the top), and the lease slot.
+struct HeapEntry {
+  std::uint64_t deadline_ns;
+  std::uint32_t slot;
+  std::uint32_t reserved;
+};
+static_assert(sizeof(HeapEntry) == 16);
+
+// One key. The key bytes and value bytes follow the header in the slot.
+struct KeySlotHeader {
+  std::uint64_t lease_id;         // 0: no lease
+  std::uint64_t create_revision;
+  std::uint64_t mod_revision;
+  std::uint64_t version;
+  std::uint32_t used;             // 1 while allocated, 0 while free
+  std::uint32_t key_len;          // 1 .. max_key_bytes
+  std::uint32_t value_len;        // 0 .. max_value_bytes
+  std::uint32_t next_free;        // free-list link while free
+  std::uint32_t lease_prev;       // doubly linked list of the lease's keys
+  std::uint32_t lease_next;
+  std::uint32_t level;            // skip-list levels of this node, 1..kSkipLevels
+  std::uint32_t forward[kSkipLevels];  // next key slot at each level, or kNone
+  std::uint32_t reserved;
+};
+static_assert(sizeof(KeySlotHeader) == 112);
+static_assert(offsetof(KeySlotHeader, forward) == 60);
+
+// A hash bucket: 0 when empty, else (hash32 << 32) | (slot + 1).
+using Bucket = std::uint64_t;
+
+// Offsets of every region for given capacities: the only place that knows them.
+struct Layout {
+  Capacities caps{};
+  std::uint64_t control_offset = 0;
+  std::uint64_t journal_offset = 0;
+  std::uint64_t intent_key_offset = 0;  // max_key_bytes for the intent's prefix
+  std::uint64_t records_offset = 0;     // undo records
+  std::uint64_t journal_capacity = 0;   // bytes of undo-record space
+  std::uint64_t leases_offset = 0;
+  std::uint64_t heap_offset = 0;
+  std::uint64_t keys_offset = 0;
+  std::uint64_t key_slot_bytes = 0;
+  std::uint64_t buckets_offset = 0;
+  std::uint64_t bucket_count = 0;  // power of two, >= 2 * max_keys
+  std::uint64_t total_bytes = 0;
+  std::uint32_t lease_slot_bits = 0;
+
+  // False if the capacities are out of range.
+  static bool compute(const Capacities& caps, Layout& out) noexcept;
+};
+
+AbiStamp current_abi() noexcept;
+Capacities to_capacities(const SegmentOptions& options) noexcept;
+
+}  // namespace zaris::segment

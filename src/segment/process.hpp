@@ -1,0 +1,25 @@
+// Facts about this process and this boot that the segment records.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace zaris::segment {
+
+using BootId = std::array<std::uint8_t, 16>;
+
+// /proc/sys/kernel/random/boot_id parsed to 16 bytes; all zero if unreadable.
+BootId current_boot_id() noexcept;
+
+// Start time of a process in clock ticks since boot (field 22 of
+// /proc/PID/stat); 0 if the process does not exist. With the pid it names a
+// process uniquely: a reused pid has a later start time.
+std::uint64_t process_start_time(int pid) noexcept;
+
+// Cached for this process (refreshed after fork()).
+int self_pid() noexcept;
+std::uint64_t self_start_time() noexcept;
+
+bool process_exists(int pid) noexcept;
+
+}  // namespace zaris::segment

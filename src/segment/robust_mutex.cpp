@@ -1,0 +1,52 @@
+#include "segment/robust_mutex.hpp"
+
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "segment/process.hpp"
+
+namespace zaris::segment {
+
+Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexcept {
+  int rc = pthread_mutex_trylock(&control.mutex);
+  if (rc == EBUSY) {
+    timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    auto ns = std::int64_t{deadline.tv_nsec} + timeout.count();
+    deadline.tv_sec += static_cast<time_t>(ns / 1'000'000'000);
+    deadline.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    rc = pthread_mutex_clocklock(&control.mutex, CLOCK_MONOTONIC, &deadline);
+  }
+  switch (rc) {
+    case 0:
+      control.holder_pid.store(static_cast<std::uint32_t>(self_pid()), std::memory_order_relaxed);
+      return Acquired::clean;
+    case EOWNERDEAD:
+      control.holder_pid.store(static_cast<std::uint32_t>(self_pid()), std::memory_order_relaxed);
+      return Acquired::owner_died;
+    case ETIMEDOUT: {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
+      return Error{Errc::busy, "segment is busy: its lock has been held by pid " +
+                                   std::to_string(control.holder_pid.load(std::memory_order_relaxed)) +
+                                   " for more than " + std::to_string(ms) +
+                                   " ms (stopped or stuck?)"};
+    }
+    case ENOTRECOVERABLE:
+      return Error{Errc::corrupt_segment,
+                   "segment lock is unrecoverable: an earlier repair found the segment corrupt"};
+    default:
+      return Error{Errc::io_error, std::string("cannot lock segment: ") + std::strerror(rc)};
+  }
+}
+
+void mark_consistent(Control& control) noexcept { pthread_mutex_consistent(&control.mutex); }
+
+void unlock(Control& control) noexcept {
+  control.holder_pid.store(0, std::memory_order_relaxed);
+  pthread_mutex_unlock(&control.mutex);
+}
+
+}  // namespace zaris::segment

@@ -1,0 +1,185 @@
+// All-or-nothing under SIGKILL: each mutating operation is run in a child that
+// kills itself at step 1, 2, 3, ... of the operation, until one run completes.
+// After each death the parent repairs the segment (EOWNERDEAD), check() must
+// find nothing, and what readers see must equal the state either before the
+// operation or after it, never anything in between.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "segment/crash_point.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Client;
+using zaris::LeaseId;
+using zaris::Put;
+
+namespace {
+
+struct Scenario {
+  std::string name;
+  std::function<void(Client&, zaris::ManualClock&)> setup;
+  std::function<void(Client&)> operation;
+};
+
+// What readers can observe, after one settling write that lets lazy reaping run.
+std::string observe(Client& client) {
+  BOOST_REQUIRE(client.put("~settle", "1").ok());
+  std::ostringstream out;
+  auto all = client.get_prefix("");
+  BOOST_REQUIRE(all.ok());
+  out << "rev " << all->revision << "\n";
+  for (auto& kv : all->kvs)
+    out << kv.key << "=" << kv.value << " lease " << kv.lease.to_string() << " c"
+        << kv.create_revision << " m" << kv.mod_revision << " v" << kv.version << "\n";
+  auto leases = client.leases().list();
+  BOOST_REQUIRE(leases.ok());
+  std::sort(leases->begin(), leases->end(),
+            [](auto& a, auto& b) { return a.id.value() < b.id.value(); });
+  for (auto& l : *leases) out << "lease " << l.id.to_string() << " " << l.remaining.count() << "\n";
+  auto info = client.info();
+  out << "leases " << info->leases_used << " keys " << info->keys_used << "\n";
+  return out.str();
+}
+
+struct Run {
+  std::unique_ptr<zaris::test::SegmentFixture> fixture;
+};
+
+std::unique_ptr<zaris::test::SegmentFixture> prepared(const Scenario& s) {
+  auto f = std::make_unique<zaris::test::SegmentFixture>(zaris::test::small_segment(), "crash");
+  s.setup(*f->client, *f->clock);
+  return f;
+}
+
+// Returns the number of steps the operation has.
+int enumerate(const Scenario& s) {
+  std::string before;
+  std::string after;
+  {
+    auto f = prepared(s);
+    before = observe(*f->client);
+  }
+  {
+    auto f = prepared(s);
+    s.operation(*f->client);
+    after = observe(*f->client);
+  }
+  BOOST_REQUIRE(before != after);
+  for (int step = 1;; ++step) {
+    auto f = prepared(s);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      Client child = f->open_another();
+      zaris::segment::crash::arm(step, SIGKILL);
+      s.operation(child);
+      zaris::segment::crash::arm(0, SIGKILL);
+      ::_exit(0);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (WIFEXITED(status)) {
+      BOOST_REQUIRE(WEXITSTATUS(status) == 0);
+      BOOST_TEST(observe(*f->client) == after, s.name);
+      return step - 1;
+    }
+    BOOST_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    auto violations = f->client->check();  // the first locker repairs
+    BOOST_REQUIRE(violations.ok());
+    for (auto& v : *violations) BOOST_TEST_MESSAGE(s.name << " step " << step << ": " << v);
+    BOOST_TEST(violations->empty(), s.name << " step " << step << " left violations");
+    BOOST_TEST(f->client->info()->recoveries == 1u);
+    std::string seen = observe(*f->client);
+    BOOST_TEST((seen == before || seen == after),
+               s.name << " step " << step << " is neither before nor after:\n" << seen);
+    BOOST_TEST(f->client->check()->empty());
+  }
+}
+
+LeaseId grant_with_keys(Client& c, const std::string& prefix, int keys, std::chrono::nanoseconds ttl) {
+  auto id = c.leases().grant(ttl);
+  BOOST_REQUIRE(id.ok());
+  for (int i = 0; i < keys; ++i)
+    BOOST_REQUIRE(c.put(prefix + std::to_string(i), "v" + std::to_string(i), Put::with_lease(*id)).ok());
+  return *id;
+}
+
+void some_keys(Client& c) {
+  for (const char* k : {"a", "m", "z", "job/x"}) BOOST_REQUIRE(c.put(k, "old").ok());
+}
+
+// The first lease granted in a fresh segment (slot 0, generation 1).
+LeaseId first_lease(Client& c) { return c.leases().list()->front().id; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(crash_points)
+
+BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
+  std::vector<Scenario> scenarios = {
+      {"grant", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.leases().grant(10s); }},
+      {"put new key", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.put("new", "value"); }},
+      {"put new key with lease",
+       [](Client& c, auto&) {
+         some_keys(c);
+         grant_with_keys(c, "l/", 2, 10s);
+       },
+       [](Client& c) { (void)c.put("new", "value", Put::with_lease(first_lease(c))); }},
+      {"put overwrite moving lease",
+       [](Client& c, auto&) {
+         some_keys(c);
+         grant_with_keys(c, "l/", 3, 10s);
+       },
+       [](Client& c) { (void)c.put("m", "newer-and-longer", Put::with_lease(first_lease(c))); }},
+      {"put if-absent on a key whose lease expired",
+       [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         grant_with_keys(c, "l/", 3, 1s);
+         (void)c.leases().grant(10s);
+         clock.advance(1s);
+       },
+       [](Client& c) { (void)c.put("l/1", "reborn", Put::absent()); }},
+      {"conditional put", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) {
+         auto kv = c.get("m");
+         (void)c.put("m", "cas", Put::at_revision((*kv)->mod_revision));
+       }},
+      {"delete", [](Client& c, auto&) { some_keys(c); }, [](Client& c) { (void)c.del("m"); }},
+      {"prefix delete",
+       [](Client& c, auto&) {
+         some_keys(c);
+         for (int i = 0; i < 40; ++i) BOOST_REQUIRE(c.put("p/" + std::to_string(i), "x").ok());
+       },
+       [](Client& c) { (void)c.del_prefix("p/"); }},
+      {"revoke",
+       [](Client& c, auto&) {
+         some_keys(c);
+         grant_with_keys(c, "r/", 40, 10s);
+       },
+       [](Client& c) { (void)c.leases().revoke(first_lease(c)); }},
+      {"expiry reaping",
+       [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         grant_with_keys(c, "e/", 5, 1s);
+         grant_with_keys(c, "f/", 5, 1s);
+         (void)c.leases().grant(5s);
+         clock.advance(1s);
+       },
+       [](Client& c) { (void)c.put("a", "reaper"); }},
+  };
+  for (const auto& s : scenarios) {
+    int steps = enumerate(s);
+    BOOST_TEST_MESSAGE(s.name << ": " << steps << " crash points");
+    std::printf("crash points: %-45s %d\n", s.name.c_str(), steps);
+    BOOST_TEST(steps > 0);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,236 @@
+// Segments: create, open, destroy, and every way an open can be refused.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "segment/layout.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Client;
+using zaris::Errc;
+using zaris::test::small_segment;
+using zaris::test::unique_segment_name;
+
+namespace {
+
+std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
+
+void poke(const std::string& path, off_t offset, const void* bytes, std::size_t n) {
+  int fd = ::open(path.c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::pwrite(fd, bytes, n, offset) == static_cast<ssize_t>(n));
+  ::close(fd);
+}
+
+template <typename T>
+void poke_value(const std::string& path, off_t offset, T value) {
+  poke(path, offset, &value, sizeof value);
+}
+
+// Creates a segment, lets `damage` change its file, then opens it.
+Errc open_after(const std::function<void(const std::string& path)>& damage) {
+  std::string name = unique_segment_name("damaged");
+  {
+    auto created = Client::create(name, small_segment());
+    BOOST_REQUIRE(created.ok());
+    BOOST_REQUIRE(created->put("k", "v").ok());
+  }
+  damage(shm_path(name));
+  auto opened = Client::open(name);
+  if (!opened.ok()) BOOST_TEST_MESSAGE("open: " << opened.error().message);
+  BOOST_REQUIRE(Client::destroy(name).ok());
+  return opened.code();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(segments)
+
+BOOST_AUTO_TEST_CASE(create_open_destroy) {
+  std::string name = unique_segment_name("life");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  BOOST_REQUIRE(created->put("k", "v").ok());
+  auto info = created->info();
+  BOOST_TEST(info->path == shm_path(name));
+  BOOST_TEST(info->size_bytes == zaris::segment_size(small_segment()));
+  BOOST_TEST(info->capacities.max_keys == 256u);
+  struct stat st {};
+  BOOST_REQUIRE(::stat(shm_path(name).c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 07777) == 0600u);
+  BOOST_TEST(static_cast<std::uint64_t>(st.st_size) == info->size_bytes);
+
+  BOOST_TEST(Client::create(name, small_segment()).code() == Errc::already_exists);
+  auto opened = Client::open(name);
+  BOOST_REQUIRE(opened.ok());
+  BOOST_TEST((*opened->get("k"))->value == "v");
+  auto again = Client::open_or_create(name, small_segment());
+  BOOST_REQUIRE(again.ok());
+  BOOST_TEST(again->get("k")->has_value());
+
+  BOOST_REQUIRE(Client::destroy(name).ok());
+  BOOST_TEST(Client::open(name).code() == Errc::not_found);
+  BOOST_TEST(Client::destroy(name).code() == Errc::not_found);
+  // A client attached before the destroy keeps working on its mapping.
+  BOOST_TEST(opened->put("still", "here").ok());
+}
+
+BOOST_AUTO_TEST_CASE(file_path_segment_with_mode) {
+  std::string path = "/tmp/" + unique_segment_name("file");
+  auto options = small_segment();
+  options.mode = 0640;
+  auto created = Client::create(path, options);
+  BOOST_REQUIRE(created.ok());
+  struct stat st {};
+  BOOST_REQUIRE(::stat(path.c_str(), &st) == 0);
+  BOOST_TEST((st.st_mode & 07777) == 0640u);
+  BOOST_TEST(created->info()->path == path);
+  BOOST_REQUIRE(created->put("k", "v").ok());
+  BOOST_TEST(Client::open(path)->get("k")->has_value());
+  BOOST_REQUIRE(Client::destroy(path).ok());
+}
+
+BOOST_AUTO_TEST_CASE(bad_names_and_capacities) {
+  BOOST_TEST(Client::create("", small_segment()).code() == Errc::invalid_argument);
+  BOOST_TEST(Client::open(std::string(300, 'n')).code() == Errc::invalid_argument);
+  std::string name = unique_segment_name("caps");
+  for (auto change : std::vector<std::function<void(zaris::SegmentOptions&)>>{
+           [](auto& o) { o.max_leases = 0; }, [](auto& o) { o.max_keys = 0; },
+           [](auto& o) { o.max_key_bytes = 0; }, [](auto& o) { o.max_key_bytes = 4097; },
+           [](auto& o) { o.max_value_bytes = (1u << 20) + 1; },
+           [](auto& o) { o.max_leases = (1u << 24) + 1; }, [](auto& o) { o.mode = 010000; }}) {
+    auto options = small_segment();
+    change(options);
+    BOOST_TEST(Client::create(name, options).code() == Errc::invalid_argument);
+    BOOST_TEST(zaris::segment_size(options) == (options.mode == 010000 ? zaris::segment_size(small_segment()) : 0u));
+  }
+  BOOST_TEST(Client::open(name).code() == Errc::not_found);
+}
+
+BOOST_AUTO_TEST_CASE(refuses_another_layout_abi_boot_or_a_damaged_file) {
+  using zaris::segment::Header;
+  BOOST_TEST(open_after([](auto& p) { poke_value<std::uint64_t>(p, 0, 0x1234); }) ==
+             Errc::incompatible_segment);
+  BOOST_TEST(open_after([](auto& p) {
+               poke_value<std::uint32_t>(p, offsetof(Header, layout_version), 99);
+             }) == Errc::incompatible_segment);
+  BOOST_TEST(open_after([](auto& p) {
+               poke_value<std::uint16_t>(p, offsetof(Header, abi), 4);  // 32-bit pointers
+             }) == Errc::incompatible_segment);
+  BOOST_TEST(open_after([](auto& p) {
+               std::uint8_t other_boot[16] = {1, 2, 3};
+               poke(p, offsetof(Header, boot_id), other_boot, sizeof other_boot);
+             }) == Errc::stale_segment);
+  BOOST_TEST(open_after([](auto& p) { BOOST_REQUIRE(::truncate(p.c_str(), 4096) == 0); }) ==
+             Errc::corrupt_segment);
+  BOOST_TEST(open_after([](auto& p) { BOOST_REQUIRE(::truncate(p.c_str(), 100) == 0); }) ==
+             Errc::corrupt_segment);
+  BOOST_TEST(open_after([](auto& p) {
+               poke_value<std::uint32_t>(p, offsetof(Header, capacities), 0);
+             }) == Errc::corrupt_segment);
+  BOOST_TEST(open_after([](auto& p) {
+               poke_value<std::uint64_t>(p, offsetof(Header, segment_bytes), 12345);
+             }) == Errc::corrupt_segment);
+}
+
+BOOST_AUTO_TEST_CASE(a_creator_that_died_before_ready_is_reported) {
+  std::string name = unique_segment_name("unready");
+  {
+    auto created = Client::create(name, small_segment());
+    BOOST_REQUIRE(created.ok());
+  }
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  poke_value<std::uint32_t>(shm_path(name), offsetof(zaris::segment::Header, ready), 0);
+  poke_value<std::uint32_t>(shm_path(name), offsetof(zaris::segment::Header, creator_pid),
+                            static_cast<std::uint32_t>(dead));
+  auto opened = Client::open(name);
+  BOOST_TEST(opened.code() == Errc::segment_not_ready);
+  BOOST_TEST(opened.error().message.find(std::to_string(dead)) != std::string::npos);
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+BOOST_AUTO_TEST_CASE(racing_creators_share_one_good_segment) {
+  std::string name = unique_segment_name("race");
+  constexpr int kRacers = 8;
+  std::vector<pid_t> racers;
+  for (int i = 0; i < kRacers; ++i) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      auto client = Client::open_or_create(name, small_segment());
+      if (!client.ok()) ::_exit(10);
+      if (!client->put("racer/" + std::to_string(i), "here").ok()) ::_exit(11);
+      ::_exit(0);
+    }
+    racers.push_back(pid);
+  }
+  for (pid_t pid : racers) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  auto client = Client::open(name);
+  BOOST_REQUIRE(client.ok());
+  BOOST_TEST(client->get_prefix("racer/")->kvs.size() == static_cast<std::size_t>(kRacers));
+  BOOST_TEST(client->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+BOOST_AUTO_TEST_CASE(another_user_is_denied_a_0600_segment) {
+  if (::geteuid() != 0) {
+    BOOST_TEST_MESSAGE("skipped: needs root to switch to another user");
+    return;
+  }
+  std::string name = unique_segment_name("perm");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(20);
+    auto opened = Client::open(name);
+    ::_exit(opened.code() == Errc::permission_denied ? 0 : 21);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
+  using namespace zaris::segment;
+  std::string name = unique_segment_name("corrupt");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  auto lease = created->leases().grant(10s);
+  BOOST_REQUIRE(created->put("a", "1", zaris::Put::with_lease(*lease)).ok());
+  BOOST_REQUIRE(created->put("b", "2").ok());
+  Layout layout;
+  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
+  // Key slot 0 ("a") claims a key length beyond the maximum.
+  poke_value<std::uint32_t>(shm_path(name),
+                            static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, key_len)),
+                            100000);
+  auto revision = created->info()->revision;
+  auto got = created->get_prefix("");
+  BOOST_TEST(got.code() == Errc::corrupt_segment);
+  BOOST_TEST(created->put("c", "3").code() == Errc::corrupt_segment);
+  BOOST_TEST(created->info()->revision == revision);
+  auto violations = created->check();
+  BOOST_REQUIRE(violations.ok());
+  BOOST_TEST(!violations->empty());
+  // The free-list head points far outside the table.
+  poke_value<std::uint32_t>(shm_path(name),
+                            static_cast<off_t>(layout.control_offset + offsetof(Control, state) +
+                                               offsetof(StoreState, skip_level)),
+                            77);
+  BOOST_TEST(created->get_prefix("b").code() == Errc::corrupt_segment);
+  BOOST_TEST(!created->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
