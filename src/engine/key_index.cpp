@@ -51,14 +51,19 @@ std::uint32_t random_level() {
 }  // namespace
 
 std::uint32_t Store::hash32(std::string_view key) const noexcept {
-  std::uint64_t h = hash_seed_ ^ (key.size() * 0x9E3779B97F4A7C15ULL);
+  // One multiply per 8 bytes, one full mix at the end; seeded per segment.
+  constexpr std::uint64_t kOdd = 0x9E3779B97F4A7C15ULL;
+  std::uint64_t h = hash_seed_ ^ (key.size() * kOdd);
   const char* p = key.data();
   std::size_t n = key.size();
-  for (; n >= 8; n -= 8, p += 8) h = mix(h ^ load64(p)) * 0x9E3779B97F4A7C15ULL;
+  for (; n >= 8; n -= 8, p += 8) {
+    h = (h ^ load64(p)) * kOdd;
+    h ^= h >> 29;
+  }
   if (n > 0) {
     std::uint64_t tail = 0;
     std::memcpy(&tail, p, n);
-    h = mix(h ^ tail);
+    h = (h ^ tail) * kOdd;
   }
   h = mix(h);
   return static_cast<std::uint32_t>(h ^ (h >> 32));

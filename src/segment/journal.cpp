@@ -49,7 +49,7 @@ void abort_corrupt(const std::string& what) {
   throw TxAbort{Errc::corrupt_segment, "segment is corrupt: " + what};
 }
 
-void Tx::log(const void* dst, std::size_t n) {
+void Tx::log(const void* dst, const void* old_bytes, std::size_t n) {
   auto offset = static_cast<std::uint64_t>(static_cast<const std::uint8_t*>(dst) - base_);
   std::uint64_t size = record_bytes(n);
   if (used_ + size > layout_->journal_capacity)
@@ -58,7 +58,7 @@ void Tx::log(const void* dst, std::size_t n) {
   auto* rec = reinterpret_cast<RecordHeader*>(records_ + used_);
   rec->offset = offset;
   rec->length = n;
-  std::memcpy(rec + 1, dst, n);
+  std::memcpy(rec + 1, old_bytes, n);
   used_ += size;
   std::atomic_signal_fence(std::memory_order_seq_cst);
   journal_->used_bytes.store(used_, std::memory_order_relaxed);

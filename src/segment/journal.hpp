@@ -42,18 +42,19 @@ class Tx {
   template <typename T>
   void set(T& field, const T& value) {
     static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>);
-    log(&field, sizeof(T));
+    log(&field, &field, sizeof(T));
     crash::step();
     std::memcpy(&field, &value, sizeof(T));
   }
   // For the two lease words that keep_alive reads and CASes without the lock.
   void set_atomic(std::atomic<std::uint64_t>& field, std::uint64_t value) {
-    log(&field, sizeof(field));
+    std::uint64_t old = field.load(std::memory_order_acquire);
+    log(&field, &old, sizeof(old));
     crash::step();
     field.store(value, std::memory_order_release);
   }
   void write_bytes(void* dst, const void* src, std::size_t n) {
-    log(dst, n);
+    log(dst, dst, n);
     crash::step();
     std::memcpy(dst, src, n);
   }
@@ -64,7 +65,8 @@ class Tx {
   void rollback() noexcept;
 
  private:
-  void log(const void* dst, std::size_t n);
+  // Records that the n bytes at dst, now equal to old_bytes, are about to change.
+  void log(const void* dst, const void* old_bytes, std::size_t n);
 
   std::uint8_t* base_;
   const Layout* layout_;

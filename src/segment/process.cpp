@@ -1,6 +1,7 @@
 #include "segment/process.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -30,7 +31,7 @@ int hex_value(char c) {
   return -1;
 }
 
-// Refreshed lazily when getpid() changes (after fork()).
+// This process's pid and start time, computed on first use.
 std::atomic<int> g_self_pid{0};
 std::atomic<std::uint64_t> g_self_start_time{0};
 
@@ -78,12 +79,22 @@ std::uint64_t process_start_time(int pid) noexcept {
   return 0;
 }
 
+namespace {
+
+// getpid() is a real system call (about 100 ns here), and every lock records
+// the holder's pid: cache it, and forget it in the child of a fork().
+void forget_self_after_fork() { g_self_pid.store(0, std::memory_order_relaxed); }
+
+}  // namespace
+
 int self_pid() noexcept {
-  int pid = static_cast<int>(::getpid());
-  if (g_self_pid.load(std::memory_order_acquire) != pid) {
-    g_self_start_time.store(process_start_time(pid), std::memory_order_relaxed);
-    g_self_pid.store(pid, std::memory_order_release);
-  }
+  int pid = g_self_pid.load(std::memory_order_acquire);
+  if (pid != 0) return pid;
+  static const int registered = pthread_atfork(nullptr, nullptr, forget_self_after_fork);
+  (void)registered;
+  pid = static_cast<int>(::getpid());
+  g_self_start_time.store(process_start_time(pid), std::memory_order_relaxed);
+  g_self_pid.store(pid, std::memory_order_release);
   return pid;
 }
 

@@ -16,7 +16,8 @@ BootId current_boot_id() noexcept;
 // process uniquely: a reused pid has a later start time.
 std::uint64_t process_start_time(int pid) noexcept;
 
-// Cached for this process (refreshed after fork()).
+// Cached for this process; a child of fork() computes its own. (A raw clone()
+// that bypasses pthread_atfork would keep the parent's.)
 int self_pid() noexcept;
 std::uint64_t self_start_time() noexcept;
 

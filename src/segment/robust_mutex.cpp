@@ -13,12 +13,24 @@ namespace zaris::segment {
 Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexcept {
   int rc = pthread_mutex_trylock(&control.mutex);
   if (rc == EBUSY) {
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer does not intercept pthread_mutex_clocklock and would
+    // miss the acquisition; its builds bound the wait on the realtime clock.
+    constexpr clockid_t kClock = CLOCK_REALTIME;
+#else
+    // The monotonic clock: a wall-clock step cannot stretch or cut the bound.
+    constexpr clockid_t kClock = CLOCK_MONOTONIC;
+#endif
     timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    clock_gettime(kClock, &deadline);
     auto ns = std::int64_t{deadline.tv_nsec} + timeout.count();
     deadline.tv_sec += static_cast<time_t>(ns / 1'000'000'000);
     deadline.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    rc = pthread_mutex_clocklock(&control.mutex, CLOCK_MONOTONIC, &deadline);
+#if defined(__SANITIZE_THREAD__)
+    rc = pthread_mutex_timedlock(&control.mutex, &deadline);
+#else
+    rc = pthread_mutex_clocklock(&control.mutex, kClock, &deadline);
+#endif
   }
   switch (rc) {
     case 0:
