@@ -29,8 +29,16 @@ struct Put {
   static Put with_lease(LeaseId id) { return Put{id, false, std::nullopt}; }
   static Put absent() { return Put{LeaseId{}, true, std::nullopt}; }
   static Put at_revision(std::uint64_t mod_revision) { return Put{LeaseId{}, false, mod_revision}; }
-  Put& and_lease(LeaseId id) { lease = id; return *this; }
-  Put& and_if_absent() { if_absent = true; return *this; }
+  Put and_lease(LeaseId id) const {
+    Put p = *this;
+    p.lease = id;
+    return p;
+  }
+  Put and_if_absent() const {
+    Put p = *this;
+    p.if_absent = true;
+    return p;
+  }
 };
 
 struct PutResult {
@@ -45,6 +53,7 @@ struct RangeOptions {
 struct RangeResult {
   std::uint64_t revision = 0;  // the store revision the read saw
   std::vector<KeyValue> kvs;   // sorted by key (bytewise)
+  bool more = false;           // the limit cut the result short
 };
 
 struct DeleteResult {

@@ -35,9 +35,12 @@ inline constexpr std::chrono::nanoseconds kMinTtl = std::chrono::milliseconds(1)
 inline constexpr std::chrono::nanoseconds kMaxTtl = std::chrono::hours(24 * 365);
 
 struct GrantOptions {
-  // Bind the lease to the granting process: when it dies the lease is released
-  // at once instead of at its TTL. An unbound lease (the default, as in etcd)
-  // lives by its TTL alone, so another process may keep it alive.
+  // Bind the lease to the granting process, so that its death can release the
+  // lease at once instead of at its TTL. The owner (pid and start time) is
+  // recorded now; releasing on death needs the process registry, which is not
+  // built yet: until then a bound lease, too, lives by its TTL. An unbound
+  // lease (the default, as in etcd) lives by its TTL alone, so another process
+  // may keep it alive.
   bool bind_to_process = false;
 
   static GrantOptions bound() { return GrantOptions{true}; }

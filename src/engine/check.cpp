@@ -11,7 +11,7 @@ using segment::kDeadlineDead;
 using segment::kDeadlineFree;
 using segment::kSkipLevels;
 
-std::vector<std::string> Engine::check_locked(std::int64_t now) const {
+std::vector<std::string> Engine::check_locked() const {
   std::vector<std::string> bad;
   auto fail = [&](std::string what) {
     if (bad.size() < 100) bad.push_back(std::move(what));
@@ -59,7 +59,8 @@ std::vector<std::string> Engine::check_locked(std::int64_t now) const {
       } else if (d != kDeadlineDead && store_.heap(l.heap_pos).deadline_ns > d) {
         fail("lease slot " + n(s) + " is filed in the heap later than its deadline");
       }
-      if (d != kDeadlineDead && d > static_cast<std::uint64_t>(now) + ttl)
+      // Read the clock after the deadline: a keep-alive may have just moved it.
+      if (d != kDeadlineDead && d > static_cast<std::uint64_t>(this->now()) + ttl)
         fail("lease slot " + n(s) + " has a deadline beyond now + TTL");
       std::uint32_t count = 0;
       std::uint32_t prev = kNone;
@@ -102,9 +103,12 @@ std::vector<std::string> Engine::check_locked(std::int64_t now) const {
     if (listed + st.retired_leases != free_slots)
       fail("lease free list holds " + n(listed) + " slots, " + n(free_slots) + " are free");
     if (st.heap_size != st.lease_count) fail("heap size differs from the lease count");
-    for (std::uint32_t pos = 1; pos < st.heap_size && pos < caps.max_leases; ++pos)
-      if (store_.heap((pos - 1) / 2).deadline_ns > store_.heap(pos).deadline_ns)
+    for (std::uint32_t pos = 0; pos < st.heap_size && pos < caps.max_leases; ++pos) {
+      if (pos > 0 && store_.heap((pos - 1) / 2).deadline_ns > store_.heap(pos).deadline_ns)
         fail("heap order broken at position " + n(pos));
+      if (store_.heap(pos).deadline_ns >= kDeadlineDead)
+        fail("heap position " + n(pos) + " files a lease at a state, not a time");
+    }
 
     // ---- keys: slots, free list, hash, skip list
     std::uint32_t used = 0;
@@ -167,6 +171,12 @@ std::vector<std::string> Engine::check_locked(std::int64_t now) const {
         fail("hash bucket " + n(b) + " holds a wrong hash");
     }
     if (buckets_used != used) fail("hash index holds " + n(buckets_used) + " keys, not " + n(used));
+    std::uint32_t nodes_at_level[kSkipLevels] = {};
+    for (std::uint32_t s = 0; s < key_hw; ++s) {
+      const KeySlotHeader& k = store_.key(s);
+      if (key_seen[s] == 1 && k.level >= 1 && k.level <= kSkipLevels)
+        for (std::uint32_t l = 0; l < k.level; ++l) ++nodes_at_level[l];
+    }
     for (std::uint32_t level = 0; level < st.skip_level; ++level) {
       std::uint32_t count = 0;
       std::string previous;
@@ -184,11 +194,14 @@ std::vector<std::string> Engine::check_locked(std::int64_t now) const {
         first = false;
         s = k.forward[level];
       }
-      if (level == 0 && count != used)
-        fail("skip list holds " + n(count) + " keys, not " + n(used));
+      if (count != nodes_at_level[level])
+        fail("skip list level " + n(level) + " links " + n(count) + " nodes, not " +
+             n(nodes_at_level[level]));
     }
-    for (std::uint32_t level = st.skip_level; level < kSkipLevels; ++level)
+    for (std::uint32_t level = st.skip_level; level < kSkipLevels; ++level) {
       if (st.skip_head[level] != kNone) fail("skip list head above its height");
+      if (nodes_at_level[level] != 0) fail("key nodes taller than the skip list");
+    }
   } catch (segment::TxAbort& abort) {
     fail(abort.message);
   }

@@ -56,8 +56,8 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       lock_timeout_(options.lock_timeout) {}
 
 std::int64_t Engine::now() const noexcept {
-  if (clock_) return clock_->now_ns();
-  return MonotonicClock().now_ns();
+  std::int64_t t = clock_ ? clock_->now_ns() : MonotonicClock().now_ns();
+  return t < 0 ? 0 : t;  // deadlines are unsigned: time starts at zero
 }
 
 template <typename T, typename Body>
@@ -87,8 +87,13 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   } catch (TxAbort& abort) {
     tx.rollback();
     result.emplace(Error{abort.code, std::move(abort.message)});
+  } catch (...) {
+    // Out of memory building a result: undo, and never leave the lock held.
+    tx.rollback();
+    result.reset();
   }
   segment::unlock(*control_);
+  if (!result) return Error{Errc::io_error, "out of memory"};
   return std::move(*result);
 }
 
@@ -114,6 +119,9 @@ Result<void> Engine::recover() {
   } catch (TxAbort& abort) {
     tx.rollback();
     return Error{abort.code, std::move(abort.message)};
+  } catch (...) {
+    tx.rollback();
+    return Error{Errc::io_error, "out of memory while repairing the segment"};
   }
   segment::mark_consistent(*control_);
   return {};
@@ -127,7 +135,7 @@ Error Engine::lease_error(LeaseLookup lookup, LeaseId id) const {
 
 // ---------------------------------------------------------------- reaping
 
-bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t key_budget) {
+bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   LeaseSlot& l = store_.lease(slot);
   if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead)
     abort_corrupt("reaping a lease that is not dead");
@@ -159,18 +167,25 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t key_budget) {
 void Engine::reap_due(Tx& tx, std::int64_t now) {
   StoreState& st = store_.state();
   std::uint32_t leases = kReapLeaseBudget;
+  std::uint32_t keys = kReapKeyBudget;
   while (leases > 0 && st.heap_size > 0) {
     HeapEntry top = store_.heap(0);
     if (top.deadline_ns > static_cast<std::uint64_t>(now)) return;
     --leases;
     LeaseSlot& l = store_.lease(top.slot);
-    if (store_.lease_live(l, now)) {
+    // One reading decides: a keep-alive may move the deadline on, or a
+    // keep-alive that found it past may seal it, at any moment.
+    std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+    while (d < kDeadlineDead && d <= static_cast<std::uint64_t>(now) &&
+           !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+    }
+    if (d < kDeadlineDead && d > static_cast<std::uint64_t>(now)) {
       // Kept alive since it was filed: the heap catches up with its deadline.
-      store_.heap_update(tx, 0, l.deadline_ns.load(std::memory_order_acquire));
+      store_.heap_update(tx, 0, d);
       tx.commit();
       continue;
     }
-    if (!reap_lease(tx, top.slot, kReapKeyBudget)) return;
+    if (!reap_lease(tx, top.slot, keys)) return;
   }
 }
 
@@ -180,6 +195,7 @@ bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget)
   std::string prefix(reinterpret_cast<const char*>(mapping_->base() + layout_.intent_key_offset),
                      j.intent_key_len);
   std::uint32_t victims[kKeysPerTx];
+  budget = std::min(budget, kKeysPerTx);
   std::uint32_t found = 0;
   std::uint64_t steps = 0;
   for (std::uint32_t s = store_.lower_bound(prefix); s != kNone && found < budget;
@@ -262,7 +278,8 @@ Result<void> Engine::revoke(LeaseId id) {
       // Sealed by a racing keep-alive that found it expired: it is not ours to revoke.
       return lease_error(LeaseLookup::lost, id);
     }
-    reap_lease(tx, slot, ~std::uint32_t{0});
+    std::uint32_t unlimited = ~std::uint32_t{0};
+    reap_lease(tx, slot, unlimited);
     return {};
   });
 }
@@ -282,7 +299,8 @@ Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
     if (with_keys) {
       std::uint32_t steps = 0;
       for (std::uint32_t k = l.key_head; k != kNone; k = store_.key(k).lease_next) {
-        if (++steps > l.key_count) abort_corrupt("lease key list longer than its count");
+        if (++steps > l.key_count || steps > layout_.caps.max_keys)
+          abort_corrupt("lease key list longer than its count");
         info.keys.emplace_back(store_.key_bytes(store_.key(k)));
       }
       std::sort(info.keys.begin(), info.keys.end());
@@ -374,7 +392,14 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
     } else {
       KeySlotHeader& k = store_.key(slot);
       if (!exists) {
-        // The old key died with its lease: this put creates it anew.
+        // The old key died with its lease: this put creates it anew. The
+        // lease's end takes its revision first, so it orders before the put.
+        LeaseSlot& dead = store_.lease(store_.lease_slot_of(k.lease_id));
+        if (dead.end_revision == 0) {
+          tx.set(dead.end_revision, revision);
+          revision += 1;
+          tx.set(st.revision, revision);
+        }
         tx.set(k.create_revision, revision);
         tx.set(k.version, std::uint64_t{1});
       } else {
@@ -412,8 +437,11 @@ Result<RangeResult> Engine::range(std::string_view prefix, const RangeOptions& o
       const KeySlotHeader& k = store_.key(s);
       if (!store_.key_bytes(k).starts_with(prefix)) break;
       if (!store_.key_visible(k, now)) continue;
+      if (options.limit != 0 && result.kvs.size() >= options.limit) {
+        result.more = true;
+        break;
+      }
       fill(k, result.kvs.emplace_back(), !options.keys_only);
-      if (options.limit != 0 && result.kvs.size() >= options.limit) break;
     }
     return result;
   });
@@ -481,7 +509,7 @@ Result<SegmentInfo> Engine::info() {
 
 Result<std::vector<std::string>> Engine::check() {
   using Out = std::vector<std::string>;
-  return locked<Out>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Out> { return check_locked(now); });
+  return locked<Out>(Reap::no, [&](Tx&, std::int64_t) -> Result<Out> { return check_locked(); });
 }
 
 }  // namespace zaris::engine

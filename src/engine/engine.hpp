@@ -45,15 +45,16 @@ class Engine {
   void finish_intent(Tx& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
   void reap_due(Tx& tx, std::int64_t now);
-  // Reaps up to `key_budget` keys of the DEAD lease in `slot`, freeing it
-  // when none remain; commits each batch. Returns true when the lease is gone.
-  bool reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t key_budget);
+  // Reaps keys of the DEAD lease in `slot` while `key_budget` lasts (counting
+  // it down), freeing the lease when none remain; commits each batch.
+  // Returns true when the lease is gone.
+  bool reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget);
   // Deletes up to `budget` live keys under the intent's prefix; commits.
   // Returns true when none remain.
   bool delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget);
   Error lease_error(LeaseLookup lookup, LeaseId id) const;
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
-  std::vector<std::string> check_locked(std::int64_t now) const;
+  std::vector<std::string> check_locked() const;
 
   std::unique_ptr<segment::Mapping> mapping_;
   segment::Layout layout_;

@@ -195,6 +195,7 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   std::uint32_t slot;
   if (st.key_free_head != kNone) {
     slot = st.key_free_head;
+    if (this->key(slot).used != 0) abort_corrupt("key free list holds a slot in use");
     std::uint32_t next = this->key(slot).next_free;
     if (next != kNone && next >= layout_->caps.max_keys) abort_corrupt("key free list");
     tx.set(st.key_free_head, next);

@@ -66,6 +66,8 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool 
   } else if (st.lease_free_head != kNone) {
     slot = st.lease_free_head;
     LeaseSlot& l = lease(slot);
+    if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineFree)
+      abort_corrupt("lease free list holds a slot in use");
     std::uint32_t next = l.next_free;
     if (next != kNone && next >= capacity) abort_corrupt("lease free list");
     tx.set(st.lease_free_head, next);

@@ -2,14 +2,14 @@
 
 #include <signal.h>
 
-#include <vector>
 
 namespace zaris::segment {
 namespace {
 
 struct RecordHeader {
   std::uint64_t offset;  // of the target, from the segment base
-  std::uint64_t length;  // bytes of old data that follow
+  std::uint32_t length;  // bytes of old data that follow
+  std::uint32_t prev;    // start of the previous record (0 for the first), for the backward walk
 };
 static_assert(sizeof(RecordHeader) == 16);
 
@@ -17,17 +17,19 @@ constexpr std::uint64_t record_bytes(std::uint64_t length) {
   return sizeof(RecordHeader) + (length + 7) / 8 * 8;
 }
 
-// A target may lie in the store state or in the tables, never in the header,
-// the mutex or the journal itself.
+// True if [offset, offset + length) lies within [begin, end); no sum can overflow.
+bool within(std::uint64_t offset, std::uint64_t length, std::uint64_t begin, std::uint64_t end) {
+  return begin <= end && offset >= begin && length <= end - begin && offset - begin <= end - begin - length;
+}
+
+// A target may lie in the store state, the journal's intent fields, or the
+// tables; never in the header, the mutex or the undo records.
 bool target_in_bounds(const Layout& layout, std::uint64_t offset, std::uint64_t length) {
   std::uint64_t state_begin = layout.control_offset + offsetof(Control, state);
-  std::uint64_t state_end = state_begin + sizeof(StoreState);
-  if (length > layout.total_bytes) return false;
-  if (offset >= state_begin && offset <= state_end - length) return true;
-  // The intent fields of the journal header and the intent key area.
   std::uint64_t intent_begin = layout.journal_offset + offsetof(JournalHeader, intent_kind);
-  if (offset >= intent_begin && offset + length <= layout.records_offset) return true;
-  return offset >= layout.leases_offset && offset <= layout.total_bytes - length;
+  return within(offset, length, state_begin, state_begin + sizeof(StoreState)) ||
+         within(offset, length, intent_begin, layout.records_offset) ||
+         within(offset, length, layout.leases_offset, layout.total_bytes);
 }
 
 void restore(std::uint8_t* base, std::uint64_t offset, const std::uint8_t* old,
@@ -57,7 +59,9 @@ void Tx::log(const void* dst, const void* old_bytes, std::size_t n) {
   crash::step();
   auto* rec = reinterpret_cast<RecordHeader*>(records_ + used_);
   rec->offset = offset;
-  rec->length = n;
+  rec->length = static_cast<std::uint32_t>(n);
+  rec->prev = static_cast<std::uint32_t>(last_);
+  last_ = used_;
   std::memcpy(rec + 1, old_bytes, n);
   used_ += size;
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -71,12 +75,14 @@ void Tx::commit() noexcept {
   std::atomic_signal_fence(std::memory_order_seq_cst);
   journal_->used_bytes.store(0, std::memory_order_release);
   used_ = 0;
+  last_ = 0;
 }
 
 void Tx::rollback() noexcept {
-  // Our own records were validated when written.
+  // Our own records: replay cannot find them out of bounds.
   (void)replay(base_, *layout_);
   used_ = 0;
+  last_ = 0;
 }
 
 Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
@@ -86,27 +92,29 @@ Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
   if (used > layout.journal_capacity || used % 8 != 0)
     return Error{Errc::corrupt_segment, "segment is corrupt: journal length out of range"};
   const std::uint8_t* records = base + layout.records_offset;
-  std::vector<std::uint64_t> starts;
-  try {
-    for (std::uint64_t at = 0; at < used;) {
-      if (used - at < sizeof(RecordHeader))
-        return Error{Errc::corrupt_segment, "segment is corrupt: journal record cut short"};
-      RecordHeader rec;
-      std::memcpy(&rec, records + at, sizeof rec);
-      if (rec.length > layout.journal_capacity || record_bytes(rec.length) > used - at ||
-          !target_in_bounds(layout, rec.offset, rec.length))
-        return Error{Errc::corrupt_segment, "segment is corrupt: journal record out of bounds"};
-      starts.push_back(at);
-      at += record_bytes(rec.length);
-    }
-  } catch (...) {
-    return Error{Errc::io_error, "out of memory replaying the journal"};
-  }
-  for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
-    crash::step();
+  auto header_at = [&](std::uint64_t at) {
     RecordHeader rec;
-    std::memcpy(&rec, records + *it, sizeof rec);
-    restore(base, rec.offset, records + *it + sizeof rec, rec.length);
+    std::memcpy(&rec, records + at, sizeof rec);
+    return rec;
+  };
+  // Forward: every record in bounds, and each back-link naming its predecessor.
+  std::uint64_t last = 0;
+  for (std::uint64_t at = 0, prev = 0; at < used; prev = at, at += record_bytes(header_at(at).length)) {
+    if (used - at < sizeof(RecordHeader))
+      return Error{Errc::corrupt_segment, "segment is corrupt: journal record cut short"};
+    RecordHeader rec = header_at(at);
+    if (record_bytes(rec.length) > used - at || rec.prev != prev ||
+        !target_in_bounds(layout, rec.offset, rec.length))
+      return Error{Errc::corrupt_segment, "segment is corrupt: journal record out of bounds"};
+    last = at;
+  }
+  // Backward: restore the old bytes, newest first.
+  for (std::uint64_t at = last;;) {
+    crash::step();
+    RecordHeader rec = header_at(at);
+    restore(base, rec.offset, records + at + sizeof rec, rec.length);
+    if (at == 0) break;
+    at = rec.prev;
   }
   std::atomic_signal_fence(std::memory_order_seq_cst);
   crash::step();

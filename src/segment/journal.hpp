@@ -73,6 +73,7 @@ class Tx {
   JournalHeader* journal_;
   std::uint8_t* records_;
   std::uint64_t used_ = 0;
+  std::uint64_t last_ = 0;  // start of the newest record
 };
 
 // Recovery: validates and applies the journal's records last to first, then

@@ -12,8 +12,11 @@
 //   u64 buckets[hash_buckets]      open-addressing hash index of keys
 //
 // Writers: only the creator writes the Header. Every other word is written by
-// the holder of Control::mutex, through the journal (Tx), except two words of
-// a LeaseSlot (id, deadline_ns) which keep_alive CASes without the mutex.
+// the holder of Control::mutex, through the journal (Tx), with three
+// exceptions argued in docs/segment.md: the body of a slot allocated in the
+// same transaction (a rollback returns it to the free list unread); the
+// lease deadline CAS to DEAD (sealing, revoke), which is final; and keep_alive's
+// lock-free CAS of a lease's {id, deadline} pair.
 #pragma once
 
 #include <pthread.h>
@@ -68,7 +71,9 @@ struct Capacities {
 };
 static_assert(sizeof(Capacities) == 16);
 
-// Written once by the creator before `ready`; read-only afterwards.
+// Written once by the creator before `ready`; read-only afterwards. The
+// offsets of `magic`, `layout_version` and `ready` never change between layout
+// versions, so any version can tell another apart.
 struct alignas(kCacheLine) Header {
   std::uint64_t magic;            // kMagic
   std::uint32_t layout_version;   // kLayoutVersion
@@ -102,8 +107,8 @@ struct StoreState {
   std::uint32_t heap_size;        // entries in the expiry heap == lease_count
   std::uint32_t skip_level;       // levels in use in the key skip list, 1..kSkipLevels
   std::uint32_t retired_leases;   // slots whose id generation ran out; never reused
-  std::uint32_t lease_high_water;  // slots at or above it were never used (all zero)
-  std::uint32_t key_high_water;    // likewise for key slots
+  std::uint32_t lease_high_water;  // lease slots at or above it were never granted (id 0)
+  std::uint32_t key_high_water;    // key slots at or above it were never allocated
   std::uint32_t skip_head[kSkipLevels];  // first key slot at each level
 };
 static_assert(sizeof(StoreState) == 104);

@@ -133,6 +133,11 @@ Result<Layout> Mapping::validate(const std::uint8_t* base, std::uint64_t size) {
   if (size < sizeof(Header))
     return Error{Errc::corrupt_segment, "segment is truncated: smaller than its header"};
   const auto* h = reinterpret_cast<const Header*>(base);
+  // `ready` first, with acquire order: until it reads READY the creator may
+  // still be writing the rest (an all-zero header is a creation in progress).
+  // Its offset is the same in every layout version.
+  if (h->ready.load(std::memory_order_acquire) != kReady)
+    return Error{Errc::segment_not_ready, "segment is not initialised"};
   if (h->magic != kMagic) return Error{Errc::incompatible_segment, "not a zaris segment (bad magic)"};
   if (h->layout_version != kLayoutVersion)
     return Error{Errc::incompatible_segment,
@@ -141,8 +146,6 @@ Result<Layout> Mapping::validate(const std::uint8_t* base, std::uint64_t size) {
   if (h->header_bytes != sizeof(Header) || !(h->abi == current_abi()))
     return Error{Errc::incompatible_segment,
                  "segment was built for another ABI (pointer, mutex or slot sizes differ)"};
-  if (h->ready.load(std::memory_order_acquire) != kReady)
-    return Error{Errc::segment_not_ready, "segment is not initialised"};
   Layout layout;
   if (!Layout::compute(h->capacities, layout))
     return Error{Errc::corrupt_segment, "segment header holds capacities out of range"};
