@@ -6,17 +6,6 @@
 namespace zaris::segment {
 namespace {
 
-struct RecordHeader {
-  std::uint64_t offset;  // of the target, from the segment base
-  std::uint32_t length;  // bytes of old data that follow
-  std::uint32_t prev;    // start of the previous record (0 for the first), for the backward walk
-};
-static_assert(sizeof(RecordHeader) == 16);
-
-constexpr std::uint64_t record_bytes(std::uint64_t length) {
-  return sizeof(RecordHeader) + (length + 7) / 8 * 8;
-}
-
 // True if [offset, offset + length) lies within [begin, end); no sum can overflow.
 bool within(std::uint64_t offset, std::uint64_t length, std::uint64_t begin, std::uint64_t end) {
   return begin <= end && offset >= begin && length <= end - begin && offset - begin <= end - begin - length;
@@ -51,22 +40,8 @@ void abort_corrupt(const std::string& what) {
   throw TxAbort{Errc::corrupt_segment, "segment is corrupt: " + what};
 }
 
-void Tx::log(const void* dst, const void* old_bytes, std::size_t n) {
-  auto offset = static_cast<std::uint64_t>(static_cast<const std::uint8_t*>(dst) - base_);
-  std::uint64_t size = record_bytes(n);
-  if (used_ + size > layout_->journal_capacity)
-    throw TxAbort{Errc::no_space, "operation too large for the segment's journal"};
-  crash::step();
-  auto* rec = reinterpret_cast<RecordHeader*>(records_ + used_);
-  rec->offset = offset;
-  rec->length = static_cast<std::uint32_t>(n);
-  rec->prev = static_cast<std::uint32_t>(last_);
-  last_ = used_;
-  std::memcpy(rec + 1, old_bytes, n);
-  used_ += size;
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  journal_->used_bytes.store(used_, std::memory_order_relaxed);
-  std::atomic_signal_fence(std::memory_order_seq_cst);
+void Tx::overflow() {
+  throw TxAbort{Errc::no_space, "operation too large for the segment's journal"};
 }
 
 void Tx::commit() noexcept {
@@ -86,6 +61,8 @@ void Tx::rollback() noexcept {
 }
 
 Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
+  using RecordHeader = Tx::RecordHeader;
+  constexpr auto record_bytes = Tx::record_bytes;
   auto* journal = reinterpret_cast<JournalHeader*>(base + layout.journal_offset);
   std::uint64_t used = journal->used_bytes.load(std::memory_order_acquire);
   if (used == 0) return {};

@@ -42,19 +42,23 @@ class Tx {
   template <typename T>
   void set(T& field, const T& value) {
     static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>);
-    log(&field, &field, sizeof(T));
+    // Fixed sizes: the copies compile to plain moves.
+    std::memcpy(begin_record(&field, sizeof(T)), &field, sizeof(T));
+    publish_record(sizeof(T));
     crash::step();
     std::memcpy(&field, &value, sizeof(T));
   }
-  // For the two lease words that keep_alive reads and CASes without the lock.
+  // For the lease words that keep_alive reads and CASes without the lock.
   void set_atomic(std::atomic<std::uint64_t>& field, std::uint64_t value) {
     std::uint64_t old = field.load(std::memory_order_acquire);
-    log(&field, &old, sizeof(old));
+    std::memcpy(begin_record(&field, sizeof(old)), &old, sizeof(old));
+    publish_record(sizeof(old));
     crash::step();
     field.store(value, std::memory_order_release);
   }
   void write_bytes(void* dst, const void* src, std::size_t n) {
-    log(dst, dst, n);
+    std::memcpy(begin_record(dst, n), dst, n);
+    publish_record(n);
     crash::step();
     std::memcpy(dst, src, n);
   }
@@ -65,8 +69,37 @@ class Tx {
   void rollback() noexcept;
 
  private:
-  // Records that the n bytes at dst, now equal to old_bytes, are about to change.
-  void log(const void* dst, const void* old_bytes, std::size_t n);
+  struct RecordHeader {
+    std::uint64_t offset;  // of the target, from the segment base
+    std::uint32_t length;  // bytes of old data that follow, padded to 8
+    std::uint32_t prev;    // start of the previous record (0 for the first)
+  };
+  static_assert(sizeof(RecordHeader) == 16);
+  static constexpr std::uint64_t record_bytes(std::uint64_t length) {
+    return sizeof(RecordHeader) + (length + 7) / 8 * 8;
+  }
+  friend Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept;
+
+  // Writes the header of a record for the n bytes at dst and returns where
+  // their old value goes. Throws TxAbort when the journal is full.
+  std::uint8_t* begin_record(const void* dst, std::size_t n) {
+    if (used_ + record_bytes(n) > layout_->journal_capacity) overflow();
+    crash::step();
+    auto* rec = reinterpret_cast<RecordHeader*>(records_ + used_);
+    rec->offset = static_cast<std::uint64_t>(static_cast<const std::uint8_t*>(dst) - base_);
+    rec->length = static_cast<std::uint32_t>(n);
+    rec->prev = static_cast<std::uint32_t>(last_);
+    return reinterpret_cast<std::uint8_t*>(rec + 1);
+  }
+  // Makes the record part of the transaction: the publish point of its undo.
+  void publish_record(std::size_t n) {
+    last_ = used_;
+    used_ += record_bytes(n);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    journal_->used_bytes.store(used_, std::memory_order_relaxed);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  }
+  [[noreturn]] static void overflow();
 
   std::uint8_t* base_;
   const Layout* layout_;
