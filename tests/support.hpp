@@ -12,8 +12,12 @@
 #include "zaris/zaris.hpp"
 
 namespace zaris {
-inline std::ostream& operator<<(std::ostream& out, Errc code) { return out << errc_name(code); }
-inline std::ostream& operator<<(std::ostream& out, LeaseId id) { return out << id.to_string(); }
+inline std::ostream& operator<<(std::ostream& out, Errc code) {
+  return out << errc_name(code);
+}
+inline std::ostream& operator<<(std::ostream& out, LeaseId id) {
+  return out << id.to_string();
+}
 }  // namespace zaris
 
 namespace zaris::test {

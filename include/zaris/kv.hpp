@@ -13,18 +13,18 @@ namespace zaris {
 struct KeyValue {
   std::string key;
   std::string value;
-  LeaseId lease;                     // no lease when false
+  LeaseId lease;                      // no lease when false
   std::uint64_t create_revision = 0;  // the fencing token of a lock key
   std::uint64_t mod_revision = 0;
-  std::uint64_t version = 0;          // 1 at creation, +1 per put
+  std::uint64_t version = 0;  // 1 at creation, +1 per put
 };
 
 // Options of a put: attach a lease, make the write conditional.
 struct Put {
-  LeaseId lease;                                // attach to this lease (must be live)
-  bool if_absent = false;                       // fail with already_exists if the key lives
+  LeaseId lease;                                 // attach to this lease (must be live)
+  bool if_absent = false;                        // fail with already_exists if the key lives
   std::optional<std::uint64_t> if_mod_revision;  // fail unless the key's mod revision is this
-                                                // (0 means "the key is absent")
+                                                 // (0 means "the key is absent")
 
   static Put with_lease(LeaseId id) { return Put{id, false, std::nullopt}; }
   static Put absent() { return Put{LeaseId{}, true, std::nullopt}; }

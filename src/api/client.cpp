@@ -15,7 +15,9 @@ class EngineLeases final : public Leases {
   Result<LeaseId> grant(std::chrono::nanoseconds ttl, const GrantOptions& options) override {
     return engine_.grant(ttl, options);
   }
-  Result<std::chrono::nanoseconds> keep_alive(LeaseId id) override { return engine_.keep_alive(id); }
+  Result<std::chrono::nanoseconds> keep_alive(LeaseId id) override {
+    return engine_.keep_alive(id);
+  }
   Result<void> revoke(LeaseId id) override { return engine_.revoke(id); }
   Result<LeaseInfo> time_to_live(LeaseId id, bool with_keys) override {
     return engine_.time_to_live(id, with_keys);
@@ -38,8 +40,8 @@ class Client::Impl {
 
 namespace {
 
-Result<Client> attach(Result<std::unique_ptr<segment::Mapping>> mapping, const ClientOptions& options,
-                      Client (*make)(std::unique_ptr<Client::Impl>)) {
+Result<Client> attach(Result<std::unique_ptr<segment::Mapping>> mapping,
+                      const ClientOptions& options, Client (*make)(std::unique_ptr<Client::Impl>)) {
   if (!mapping) return std::move(mapping).error();
   return make(std::make_unique<Client::Impl>(std::move(*mapping), options));
 }
@@ -69,9 +71,13 @@ Result<Client> Client::open_or_create(std::string_view segment,
                 [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
 }
 
-Result<void> Client::destroy(std::string_view segment) { return segment::Mapping::destroy(segment); }
+Result<void> Client::destroy(std::string_view segment) {
+  return segment::Mapping::destroy(segment);
+}
 
-Leases& Client::leases() { return impl_->leases; }
+Leases& Client::leases() {
+  return impl_->leases;
+}
 
 Result<PutResult> Client::put(std::string_view key, std::string_view value, const Put& options) {
   return impl_->engine.put(key, value, options);
@@ -85,20 +91,28 @@ Result<std::optional<KeyValue>> Client::get(std::string_view key) {
   return std::optional<KeyValue>(std::move(kv));
 }
 
-Result<bool> Client::get(std::string_view key, KeyValue& out) { return impl_->engine.get(key, out); }
+Result<bool> Client::get(std::string_view key, KeyValue& out) {
+  return impl_->engine.get(key, out);
+}
 
 Result<RangeResult> Client::get_prefix(std::string_view prefix, const RangeOptions& options) {
   return impl_->engine.range(prefix, options);
 }
 
-Result<DeleteResult> Client::del(std::string_view key) { return impl_->engine.del(key, false); }
+Result<DeleteResult> Client::del(std::string_view key) {
+  return impl_->engine.del(key, false);
+}
 
 Result<DeleteResult> Client::del_prefix(std::string_view prefix) {
   return impl_->engine.del(prefix, true);
 }
 
-Result<SegmentInfo> Client::info() { return impl_->engine.info(); }
+Result<SegmentInfo> Client::info() {
+  return impl_->engine.info();
+}
 
-Result<std::vector<std::string>> Client::check() { return impl_->engine.check(); }
+Result<std::vector<std::string>> Client::check() {
+  return impl_->engine.check();
+}
 
 }  // namespace zaris

@@ -81,8 +81,8 @@ std::vector<std::string> Engine::check_locked() const {
         prev = k;
         k = key.lease_next;
       }
-      if (count != l.key_count) fail("lease slot " + n(s) + " counts " + n(l.key_count) +
-                                     " keys but lists " + n(count));
+      if (count != l.key_count)
+        fail("lease slot " + n(s) + " counts " + n(l.key_count) + " keys but lists " + n(count));
       keys_on_leases += count;
     }
     if (allocated != st.lease_count)
@@ -91,7 +91,8 @@ std::vector<std::string> Engine::check_locked() const {
     std::uint32_t last = kNone;
     for (std::uint32_t s = st.lease_free_head; s != kNone;) {
       if (s >= lease_hw || lease_seen[s] != 0) {
-        fail("lease free list reaches slot " + n(s) + " that is allocated, repeated or out of range");
+        fail("lease free list reaches slot " + n(s) +
+             " that is allocated, repeated or out of range");
         break;
       }
       lease_seen[s] = 2;
@@ -157,8 +158,8 @@ std::vector<std::string> Engine::check_locked() const {
     if (free_keys + used != key_hw) fail("key slots are lost: neither used nor free");
     std::uint64_t buckets_used = 0;
     for (std::uint64_t b = 0; b < layout_.bucket_count; ++b) {
-      std::uint64_t v = reinterpret_cast<const std::uint64_t*>(mapping_->base() +
-                                                               layout_.buckets_offset)[b];
+      std::uint64_t v =
+          reinterpret_cast<const std::uint64_t*>(mapping_->base() + layout_.buckets_offset)[b];
       if (v == 0) continue;
       ++buckets_used;
       std::uint64_t slot = (v & 0xffffffffULL) - 1;
@@ -166,8 +167,8 @@ std::vector<std::string> Engine::check_locked() const {
         fail("hash bucket " + n(b) + " names key slot " + n(slot) + " that is not used");
         continue;
       }
-      if (static_cast<std::uint32_t>(v >> 32) != store_.hash32(store_.key_bytes(store_.key(
-                                                     static_cast<std::uint32_t>(slot)))))
+      if (static_cast<std::uint32_t>(v >> 32) !=
+          store_.hash32(store_.key_bytes(store_.key(static_cast<std::uint32_t>(slot)))))
         fail("hash bucket " + n(b) + " holds a wrong hash");
     }
     if (buckets_used != used) fail("hash index holds " + n(buckets_used) + " keys, not " + n(used));

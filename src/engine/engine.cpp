@@ -37,11 +37,14 @@ bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_d
 #endif
 }
 
-std::string lease_text(LeaseId id) { return "lease " + id.to_string(); }
+std::string lease_text(LeaseId id) {
+  return "lease " + id.to_string();
+}
 
 std::chrono::nanoseconds remaining_of(const LeaseSlot& lease, std::int64_t now) {
   std::uint64_t d = lease.deadline_ns.load(std::memory_order_acquire);
-  if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now)) return std::chrono::nanoseconds(0);
+  if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now))
+    return std::chrono::nanoseconds(0);
   return std::chrono::nanoseconds(static_cast<std::int64_t>(d - static_cast<std::uint64_t>(now)));
 }
 
@@ -227,8 +230,8 @@ Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& 
     std::uint32_t slot =
         store_.grant(tx, static_cast<std::uint64_t>(ttl.count()), now, options.bind_to_process);
     if (slot == kNone)
-      return Error{Errc::no_space, "lease table is full (" +
-                                       std::to_string(layout_.caps.max_leases) + " leases)"};
+      return Error{Errc::no_space,
+                   "lease table is full (" + std::to_string(layout_.caps.max_leases) + " leases)"};
     return LeaseId(store_.lease(slot).id.load(std::memory_order_relaxed));
   });
 }
@@ -240,7 +243,7 @@ Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
     return Error{Errc::not_found, lease_text(id) + " not found"};
   // No lock: the {id, deadline} pair CAS decides against reaping and reuse.
   LeaseSlot& l = *reinterpret_cast<LeaseSlot*>(mapping_->base() + layout_.leases_offset +
-                                              std::uint64_t{slot} * sizeof(LeaseSlot));
+                                               std::uint64_t{slot} * sizeof(LeaseSlot));
   for (int attempt = 0; attempt < 10000; ++attempt) {
     std::uint64_t current = l.id.load(std::memory_order_acquire);
     if (current != want) {
@@ -252,12 +255,14 @@ Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
     if (deadline >= kDeadlineDead) return lease_error(LeaseLookup::lost, id);
     auto t = static_cast<std::uint64_t>(now());
     if (deadline <= t) {
-      if (cas_lease_pair(l, want, deadline, kDeadlineDead)) return lease_error(LeaseLookup::lost, id);
+      if (cas_lease_pair(l, want, deadline, kDeadlineDead))
+        return lease_error(LeaseLookup::lost, id);
       continue;
     }
     if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
         ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
-      return Error{Errc::corrupt_segment, "segment is corrupt: " + lease_text(id) + " has a bad TTL"};
+      return Error{Errc::corrupt_segment,
+                   "segment is corrupt: " + lease_text(id) + " has a bad TTL"};
     if (cas_lease_pair(l, want, deadline, t + ttl))
       return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
   }
@@ -376,7 +381,8 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
     if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
     if (options.if_mod_revision && *options.if_mod_revision != current_mod)
       return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
-                                                ", not " + std::to_string(*options.if_mod_revision)};
+                                                ", not " +
+                                                std::to_string(*options.if_mod_revision)};
     StoreState& st = store_.state();
     std::uint64_t revision = st.revision + 1;
     tx.set(st.revision, revision);
@@ -384,8 +390,8 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
     if (slot == kNone) {
       slot = store_.insert_key(tx, probe, key, revision);
       if (slot == kNone)
-        return Error{Errc::no_space, "key table is full (" +
-                                         std::to_string(layout_.caps.max_keys) + " keys)"};
+        return Error{Errc::no_space,
+                     "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
       KeySlotHeader& k = store_.key(slot);
       std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh slot
       k.value_len = static_cast<std::uint32_t>(value.size());

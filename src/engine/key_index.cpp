@@ -33,8 +33,9 @@ std::uint32_t random_level() {
   thread_local std::uint64_t state = 0;
   if (state == 0) {
     std::uint64_t local = 0;
-    state = mix(reinterpret_cast<std::uintptr_t>(&local) ^
-                (std::uint64_t(segment::self_pid()) << 32)) | 1;
+    state =
+        mix(reinterpret_cast<std::uintptr_t>(&local) ^ (std::uint64_t(segment::self_pid()) << 32)) |
+        1;
   }
   state ^= state >> 12;
   state ^= state << 25;
@@ -143,7 +144,9 @@ std::uint32_t Store::lower_bound(std::string_view key) const {
   return forward(update[0], 0);
 }
 
-std::uint32_t Store::next_key(std::uint32_t slot) const { return key(slot).forward[0]; }
+std::uint32_t Store::next_key(std::uint32_t slot) const {
+  return key(slot).forward[0];
+}
 
 void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key) {
   std::array<std::uint32_t, kSkipLevels> update;

@@ -20,8 +20,8 @@ namespace zaris::engine {
 using segment::HeapEntry;
 using segment::KeySlotHeader;
 using segment::kNone;
-using segment::LeaseSlot;
 using segment::Layout;
+using segment::LeaseSlot;
 using segment::StoreState;
 using segment::Tx;
 
@@ -43,7 +43,9 @@ class Store {
   std::uint32_t lease_slot_of(std::uint64_t id) const noexcept {
     return static_cast<std::uint32_t>(id & slot_mask_);
   }
-  std::uint64_t lease_generation(std::uint64_t id) const noexcept { return id >> layout_->lease_slot_bits; }
+  std::uint64_t lease_generation(std::uint64_t id) const noexcept {
+    return id >> layout_->lease_slot_bits;
+  }
   // Whether `id` names an allocated lease that is live at `now`; a lease found
   // past its deadline is sealed DEAD. Sets `slot` when the id matches a slot.
   LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const;
@@ -70,13 +72,14 @@ class Store {
   bool key_visible(const KeySlotHeader& k, std::int64_t now) const;
 
   struct Probe {
-    std::uint32_t slot = kNone;    // the key's slot, or kNone
-    std::uint64_t bucket = 0;      // where it is, or the empty bucket to insert at
+    std::uint32_t slot = kNone;  // the key's slot, or kNone
+    std::uint64_t bucket = 0;    // where it is, or the empty bucket to insert at
     std::uint32_t hash32 = 0;
   };
   Probe find(std::string_view key) const;
   // Adds a new key at probe.bucket; returns its slot, kNone when the table is full.
-  std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key, std::uint64_t revision);
+  std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key,
+                           std::uint64_t revision);
   // Unlinks the key from the hash, the skip list and its lease, and frees it.
   void remove_key(Tx& tx, std::uint32_t slot);
   // Attaches the key to lease `lease_id` (0: none), detaching it from its old one.
@@ -90,7 +93,8 @@ class Store {
  private:
   std::uint32_t& forward(std::uint32_t node, std::uint32_t level) const;
   // Fills update[] with the last node before `key` at each level (kNone: head).
-  void predecessors(std::string_view key, std::array<std::uint32_t, segment::kSkipLevels>& update) const;
+  void predecessors(std::string_view key,
+                    std::array<std::uint32_t, segment::kSkipLevels>& update) const;
   void skip_insert(Tx& tx, std::uint32_t slot, std::string_view key);
   void skip_remove(Tx& tx, std::uint32_t slot, std::string_view key);
   void hash_remove(Tx& tx, std::uint64_t bucket);

@@ -10,7 +10,7 @@ namespace zaris::segment::crash {
 // At the `step`-th step from now the process raises `signal` (SIGKILL, or
 // SIGSTOP to freeze it there). 0 disarms.
 void arm(std::int64_t step, int signal) noexcept;
-std::int64_t steps_taken() noexcept;   // steps passed since the last arm()
+std::int64_t steps_taken() noexcept;  // steps passed since the last arm()
 void step() noexcept;
 #else
 inline void step() noexcept {}

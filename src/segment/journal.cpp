@@ -2,13 +2,13 @@
 
 #include <signal.h>
 
-
 namespace zaris::segment {
 namespace {
 
 // True if [offset, offset + length) lies within [begin, end); no sum can overflow.
 bool within(std::uint64_t offset, std::uint64_t length, std::uint64_t begin, std::uint64_t end) {
-  return begin <= end && offset >= begin && length <= end - begin && offset - begin <= end - begin - length;
+  return begin <= end && offset >= begin && length <= end - begin &&
+         offset - begin <= end - begin - length;
 }
 
 // A target may lie in the store state, the journal's intent fields, or the
@@ -76,7 +76,8 @@ Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
   };
   // Forward: every record in bounds, and each back-link naming its predecessor.
   std::uint64_t last = 0;
-  for (std::uint64_t at = 0, prev = 0; at < used; prev = at, at += record_bytes(header_at(at).length)) {
+  for (std::uint64_t at = 0, prev = 0; at < used;
+       prev = at, at += record_bytes(header_at(at).length)) {
     if (used - at < sizeof(RecordHeader))
       return Error{Errc::corrupt_segment, "segment is corrupt: journal record cut short"};
     RecordHeader rec = header_at(at);
@@ -111,7 +112,9 @@ void arm(std::int64_t step, int signal) noexcept {
   g_signal.store(signal);
   g_countdown.store(step);
 }
-std::int64_t steps_taken() noexcept { return g_taken.load(); }
+std::int64_t steps_taken() noexcept {
+  return g_taken.load();
+}
 void step() noexcept {
   g_taken.fetch_add(1, std::memory_order_relaxed);
   if (g_countdown.load(std::memory_order_relaxed) > 0 && g_countdown.fetch_sub(1) == 1)

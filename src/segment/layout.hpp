@@ -75,9 +75,9 @@ static_assert(sizeof(Capacities) == 16);
 // offsets of `magic`, `layout_version` and `ready` never change between layout
 // versions, so any version can tell another apart.
 struct alignas(kCacheLine) Header {
-  std::uint64_t magic;            // kMagic
-  std::uint32_t layout_version;   // kLayoutVersion
-  std::uint32_t header_bytes;     // sizeof(Header)
+  std::uint64_t magic;           // kMagic
+  std::uint32_t layout_version;  // kLayoutVersion
+  std::uint32_t header_bytes;    // sizeof(Header)
   AbiStamp abi;
   Capacities capacities;
   std::uint64_t segment_bytes;    // total size, as computed by Layout from capacities
@@ -103,23 +103,27 @@ struct StoreState {
   std::uint32_t key_count;        // allocated key slots
   std::uint32_t lease_free_head;  // FIFO of freed lease slots (spreads id generations)
   std::uint32_t lease_free_tail;
-  std::uint32_t key_free_head;    // LIFO of free key slots
-  std::uint32_t heap_size;        // entries in the expiry heap == lease_count
-  std::uint32_t skip_level;       // levels in use in the key skip list, 1..kSkipLevels
-  std::uint32_t retired_leases;   // slots whose id generation ran out; never reused
-  std::uint32_t lease_high_water;  // lease slots at or above it were never granted (id 0)
-  std::uint32_t key_high_water;    // key slots at or above it were never allocated
+  std::uint32_t key_free_head;           // LIFO of free key slots
+  std::uint32_t heap_size;               // entries in the expiry heap == lease_count
+  std::uint32_t skip_level;              // levels in use in the key skip list, 1..kSkipLevels
+  std::uint32_t retired_leases;          // slots whose id generation ran out; never reused
+  std::uint32_t lease_high_water;        // lease slots at or above it were never granted (id 0)
+  std::uint32_t key_high_water;          // key slots at or above it were never allocated
   std::uint32_t skip_head[kSkipLevels];  // first key slot at each level
 };
 static_assert(sizeof(StoreState) == 104);
+static_assert(offsetof(StoreState, lease_count) == 16);
+static_assert(offsetof(StoreState, heap_size) == 36);
+static_assert(offsetof(StoreState, skip_head) == 56);
 
 struct alignas(kCacheLine) Control {
-  pthread_mutex_t mutex;                   // robust, process-shared, normal type
-  std::atomic<std::uint32_t> holder_pid;   // pid of the holder, for "busy" errors; advisory
+  pthread_mutex_t mutex;                  // robust, process-shared, normal type
+  std::atomic<std::uint32_t> holder_pid;  // pid of the holder, for "busy" errors; advisory
   std::uint32_t reserved;
   alignas(kCacheLine) StoreState state;
 };
-static_assert(offsetof(Control, state) % kCacheLine == 0);
+static_assert(offsetof(Control, state) == 64);
+static_assert(sizeof(Control) == 192);
 
 // The undo log. `used_bytes` is the publish point: records at offsets below it
 // are valid. The intent fields describe an operation too large for one
@@ -134,6 +138,7 @@ struct alignas(kCacheLine) JournalHeader {
   std::uint8_t reserved[32];
 };
 static_assert(sizeof(JournalHeader) == 64);
+static_assert(offsetof(JournalHeader, intent_kind) == 16);
 
 // One lease. 64 bytes, one cache line, so keep-alives of different leases
 // never share a line.
@@ -154,6 +159,10 @@ struct alignas(kCacheLine) LeaseSlot {
 };
 static_assert(sizeof(LeaseSlot) == 64);
 static_assert(offsetof(LeaseSlot, deadline_ns) == 8);
+static_assert(offsetof(LeaseSlot, ttl_ns) == 16);
+static_assert(offsetof(LeaseSlot, owner_pid) == 40);
+static_assert(offsetof(LeaseSlot, heap_pos) == 48);
+static_assert(offsetof(LeaseSlot, next_free) == 60);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 inline constexpr std::uint32_t kLeaseBound = 1;
 inline constexpr std::uint32_t kIntentNone = 0;
@@ -171,21 +180,23 @@ static_assert(sizeof(HeapEntry) == 16);
 
 // One key. The key bytes and value bytes follow the header in the slot.
 struct KeySlotHeader {
-  std::uint64_t lease_id;         // 0: no lease
+  std::uint64_t lease_id;  // 0: no lease
   std::uint64_t create_revision;
   std::uint64_t mod_revision;
   std::uint64_t version;
-  std::uint32_t used;             // 1 while allocated, 0 while free
-  std::uint32_t key_len;          // 1 .. max_key_bytes
-  std::uint32_t value_len;        // 0 .. max_value_bytes
-  std::uint32_t next_free;        // free-list link while free
-  std::uint32_t lease_prev;       // doubly linked list of the lease's keys
+  std::uint32_t used;        // 1 while allocated, 0 while free
+  std::uint32_t key_len;     // 1 .. max_key_bytes
+  std::uint32_t value_len;   // 0 .. max_value_bytes
+  std::uint32_t next_free;   // free-list link while free
+  std::uint32_t lease_prev;  // doubly linked list of the lease's keys
   std::uint32_t lease_next;
-  std::uint32_t level;            // skip-list levels of this node, 1..kSkipLevels
+  std::uint32_t level;                 // skip-list levels of this node, 1..kSkipLevels
   std::uint32_t forward[kSkipLevels];  // next key slot at each level, or kNone
   std::uint32_t reserved;
 };
 static_assert(sizeof(KeySlotHeader) == 112);
+static_assert(offsetof(KeySlotHeader, used) == 32);
+static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
 
 // A hash bucket: 0 when empty, else (hash32 << 32) | (slot + 1).

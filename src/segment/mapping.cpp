@@ -32,7 +32,9 @@ namespace {
 
 constexpr auto kReadyWait = std::chrono::seconds(2);
 
-bool is_path(std::string_view name) { return name.find('/') != std::string_view::npos; }
+bool is_path(std::string_view name) {
+  return name.find('/') != std::string_view::npos;
+}
 
 Error name_error(std::string_view name) {
   if (name.empty()) return {Errc::invalid_argument, "segment name is empty"};
@@ -95,7 +97,8 @@ Result<std::unique_ptr<Mapping::Region>> map_existing(std::string_view name,
       int err = errno;
       ::close(fd);
       if (rc != 0) return errno_error(err, "stat", path);
-      if (!S_ISREG(st.st_mode)) return Error{Errc::invalid_argument, path + " is not a regular file"};
+      if (!S_ISREG(st.st_mode))
+        return Error{Errc::invalid_argument, path + " is not a regular file"};
       size = st.st_size;
       size_out = static_cast<std::uint64_t>(size);
       if (size_out < sizeof(Header)) return too_small(size_out, path);
@@ -138,7 +141,8 @@ Result<Layout> Mapping::validate(const std::uint8_t* base, std::uint64_t size) {
   // Its offset is the same in every layout version.
   if (h->ready.load(std::memory_order_acquire) != kReady)
     return Error{Errc::segment_not_ready, "segment is not initialised"};
-  if (h->magic != kMagic) return Error{Errc::incompatible_segment, "not a zaris segment (bad magic)"};
+  if (h->magic != kMagic)
+    return Error{Errc::incompatible_segment, "not a zaris segment (bad magic)"};
   if (h->layout_version != kLayoutVersion)
     return Error{Errc::incompatible_segment,
                  "segment has layout version " + std::to_string(h->layout_version) +
@@ -293,7 +297,8 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
   pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_NONE);
   int rc = pthread_mutex_init(&control->mutex, &attr);
   pthread_mutexattr_destroy(&attr);
-  if (rc != 0) return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(rc)};
+  if (rc != 0)
+    return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(rc)};
 
   StoreState& s = control->state;
   s.revision = 1;

@@ -15,7 +15,8 @@ namespace zaris::segment {
 // A mapped, validated, ready segment.
 class Mapping {
  public:
-  static Result<std::unique_ptr<Mapping>> create(std::string_view name, const SegmentOptions& options);
+  static Result<std::unique_ptr<Mapping>> create(std::string_view name,
+                                                 const SegmentOptions& options);
   static Result<std::unique_ptr<Mapping>> open(std::string_view name);
   static Result<std::unique_ptr<Mapping>> open_or_create(std::string_view name,
                                                          const SegmentOptions& options);

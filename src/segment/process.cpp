@@ -71,7 +71,8 @@ std::uint64_t process_start_time(int pid) noexcept {
       ++field;
       if (field == 22) {
         std::uint64_t value = 0;
-        for (++p; *p >= '0' && *p <= '9'; ++p) value = value * 10 + static_cast<std::uint64_t>(*p - '0');
+        for (++p; *p >= '0' && *p <= '9'; ++p)
+          value = value * 10 + static_cast<std::uint64_t>(*p - '0');
         return value;
       }
     }
@@ -83,7 +84,9 @@ namespace {
 
 // getpid() is a real system call (about 100 ns here), and every lock records
 // the holder's pid: cache it, and forget it in the child of a fork().
-void forget_self_after_fork() { g_self_pid.store(0, std::memory_order_relaxed); }
+void forget_self_after_fork() {
+  g_self_pid.store(0, std::memory_order_relaxed);
+}
 
 }  // namespace
 

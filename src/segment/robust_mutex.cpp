@@ -41,10 +41,10 @@ Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexce
       return Acquired::owner_died;
     case ETIMEDOUT: {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
-      return Error{Errc::busy, "segment is busy: its lock has been held by pid " +
-                                   std::to_string(control.holder_pid.load(std::memory_order_relaxed)) +
-                                   " for more than " + std::to_string(ms) +
-                                   " ms (stopped or stuck?)"};
+      return Error{Errc::busy,
+                   "segment is busy: its lock has been held by pid " +
+                       std::to_string(control.holder_pid.load(std::memory_order_relaxed)) +
+                       " for more than " + std::to_string(ms) + " ms (stopped or stuck?)"};
     }
     case ENOTRECOVERABLE:
       return Error{Errc::corrupt_segment,
@@ -54,7 +54,9 @@ Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexce
   }
 }
 
-void mark_consistent(Control& control) noexcept { pthread_mutex_consistent(&control.mutex); }
+void mark_consistent(Control& control) noexcept {
+  pthread_mutex_consistent(&control.mutex);
+}
 
 void unlock(Control& control) noexcept {
   control.holder_pid.store(0, std::memory_order_relaxed);

@@ -95,17 +95,20 @@ int enumerate(const Scenario& s) {
     BOOST_TEST(violations->empty(), s.name << " step " << step << " left violations");
     BOOST_TEST(f->client->info()->recoveries == 1u);
     std::string seen = observe(*f->client);
-    BOOST_TEST((seen == before || seen == after),
-               s.name << " step " << step << " is neither before nor after:\n" << seen);
+    BOOST_TEST((seen == before || seen == after), s.name << " step " << step
+                                                         << " is neither before nor after:\n"
+                                                         << seen);
     BOOST_TEST(f->client->check()->empty());
   }
 }
 
-LeaseId grant_with_keys(Client& c, const std::string& prefix, int keys, std::chrono::nanoseconds ttl) {
+LeaseId grant_with_keys(Client& c, const std::string& prefix, int keys,
+                        std::chrono::nanoseconds ttl) {
   auto id = c.leases().grant(ttl);
   BOOST_REQUIRE(id.ok());
   for (int i = 0; i < keys; ++i)
-    BOOST_REQUIRE(c.put(prefix + std::to_string(i), "v" + std::to_string(i), Put::with_lease(*id)).ok());
+    BOOST_REQUIRE(
+        c.put(prefix + std::to_string(i), "v" + std::to_string(i), Put::with_lease(*id)).ok());
   return *id;
 }
 
@@ -114,7 +117,9 @@ void some_keys(Client& c) {
 }
 
 // The first lease granted in a fresh segment (slot 0, generation 1).
-LeaseId first_lease(Client& c) { return c.leases().list()->front().id; }
+LeaseId first_lease(Client& c) {
+  return c.leases().list()->front().id;
+}
 
 }  // namespace
 

@@ -25,7 +25,8 @@ struct Image {
     return *reinterpret_cast<JournalHeader*>(bytes.get() + layout.journal_offset);
   }
   // Writes a raw record {offset, length, prev} + data at `at` in the record area.
-  void raw_record(std::uint64_t at, std::uint64_t offset, std::uint32_t length, std::uint32_t prev) {
+  void raw_record(std::uint64_t at, std::uint64_t offset, std::uint32_t length,
+                  std::uint32_t prev) {
     std::uint8_t* rec = bytes.get() + layout.records_offset + at;
     std::memcpy(rec, &offset, 8);
     std::memcpy(rec + 8, &length, 4);
@@ -77,8 +78,7 @@ BOOST_AUTO_TEST_CASE(replay_refuses_untrusted_records_and_writes_nothing) {
   std::uint64_t state_offset = l.control_offset + offsetof(Control, state);
   for (Bad bad : {Bad{"beyond the segment", l.total_bytes + 65536, 400, 0},
                   Bad{"wrapping around", ~std::uint64_t{0} - 7, 16, 0},
-                  Bad{"into the header", 0, 8, 0},
-                  Bad{"into the mutex", l.control_offset, 8, 0},
+                  Bad{"into the header", 0, 8, 0}, Bad{"into the mutex", l.control_offset, 8, 0},
                   Bad{"state plus overflow", state_offset + 8, 400, 0},
                   Bad{"into the undo records", l.records_offset, 8, 0},
                   Bad{"bad back-link", state_offset, 8, 24}}) {

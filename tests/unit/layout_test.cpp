@@ -24,8 +24,8 @@ BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
     std::uint64_t S = (112 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
     std::uint64_t B = std::bit_ceil(2 * K);
     std::uint64_t J = r64(64 * 1024 + 2 * (o.max_key_bytes + o.max_value_bytes + 64));
-    std::uint64_t expected = 192 + 192 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) +
-                             r64(K * S) + r64(8 * B);
+    std::uint64_t expected =
+        192 + 192 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) + r64(K * S) + r64(8 * B);
     BOOST_TEST(zaris::segment_size(o) == expected);
   }
 }

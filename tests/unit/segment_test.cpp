@@ -18,7 +18,9 @@ using zaris::test::unique_segment_name;
 
 namespace {
 
-std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
+std::string shm_path(const std::string& name) {
+  return "/dev/shm/" + name;
+}
 
 void poke(const std::string& path, off_t offset, const void* bytes, std::size_t n) {
   int fd = ::open(path.c_str(), O_RDWR);
@@ -107,7 +109,8 @@ BOOST_AUTO_TEST_CASE(bad_names_and_capacities) {
     auto options = small_segment();
     change(options);
     BOOST_TEST(Client::create(name, options).code() == Errc::invalid_argument);
-    BOOST_TEST(zaris::segment_size(options) == (options.mode == 010000 ? zaris::segment_size(small_segment()) : 0u));
+    BOOST_TEST(zaris::segment_size(options) ==
+               (options.mode == 010000 ? zaris::segment_size(small_segment()) : 0u));
   }
   BOOST_TEST(Client::open(name).code() == Errc::not_found);
 }
@@ -225,9 +228,9 @@ BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
   Layout layout;
   BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   // Key slot 0 ("a") claims a key length beyond the maximum.
-  poke_value<std::uint32_t>(shm_path(name),
-                            static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, key_len)),
-                            100000);
+  poke_value<std::uint32_t>(
+      shm_path(name), static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, key_len)),
+      100000);
   auto revision = created->info()->revision;
   auto got = created->get_prefix("");
   BOOST_TEST(got.code() == Errc::corrupt_segment);
