@@ -7,7 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <functional>
 #include <sstream>
 
@@ -57,48 +61,104 @@ std::unique_ptr<zaris::test::SegmentFixture> prepared(const Scenario& s) {
   return f;
 }
 
-// Returns the number of steps the operation has.
-int enumerate(const Scenario& s) {
-  std::string before;
-  std::string after;
+struct Outcomes {
+  std::string before;  // what readers see if the operation never happened
+  std::string after;   // ... if it happened whole
+};
+
+Outcomes outcomes(const Scenario& s) {
+  Outcomes o;
   {
     auto f = prepared(s);
-    before = observe(*f->client);
+    o.before = observe(*f->client);
   }
   {
     auto f = prepared(s);
     s.operation(*f->client);
-    after = observe(*f->client);
+    o.after = observe(*f->client);
   }
-  BOOST_REQUIRE(before != after);
+  BOOST_REQUIRE(o.before != o.after);
+  return o;
+}
+
+// Runs `action` in a child that SIGKILLs itself at its `step`-th crash point.
+// Returns true if the child died there, false if it finished first.
+bool killed_at(zaris::test::SegmentFixture& f, int step, const std::function<void(Client&)>& action) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    Client child = f.open_another();
+    zaris::segment::crash::arm(step, SIGKILL);
+    action(child);
+    zaris::segment::crash::arm(0, SIGKILL);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) {
+    BOOST_REQUIRE(WEXITSTATUS(status) == 0);
+    return false;
+  }
+  BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  return true;
+}
+
+// After a death: the next locker repairs, check() finds nothing, and readers
+// see the state before or after the operation, nothing in between.
+void verify_repaired(zaris::test::SegmentFixture& f, const Outcomes& o, const std::string& label) {
+  auto violations = f.client->check();
+  BOOST_REQUIRE(violations.ok());
+  for (auto& v : *violations) BOOST_TEST_MESSAGE(label << ": " << v);
+  BOOST_TEST(violations->empty(), label << " left violations");
+  BOOST_TEST(f.client->info()->recoveries >= 1u, label);
+  std::string seen = observe(*f.client);
+  BOOST_TEST((seen == o.before || seen == o.after), label << " is neither before nor after:\n"
+                                                          << seen);
+  BOOST_TEST(f.client->check()->empty(), label);
+}
+
+// Kills the operation at step 1, 2, 3, ... until it completes; returns the
+// number of steps it has.
+int enumerate(const Scenario& s) {
+  Outcomes o = outcomes(s);
   for (int step = 1;; ++step) {
     auto f = prepared(s);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      Client child = f->open_another();
-      zaris::segment::crash::arm(step, SIGKILL);
-      s.operation(child);
-      zaris::segment::crash::arm(0, SIGKILL);
-      ::_exit(0);
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (WIFEXITED(status)) {
-      BOOST_REQUIRE(WEXITSTATUS(status) == 0);
-      BOOST_TEST(observe(*f->client) == after, s.name);
+    if (!killed_at(*f, step, s.operation)) {
+      BOOST_TEST(observe(*f->client) == o.after, s.name);
       return step - 1;
     }
-    BOOST_REQUIRE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    auto violations = f->client->check();  // the first locker repairs
-    BOOST_REQUIRE(violations.ok());
-    for (auto& v : *violations) BOOST_TEST_MESSAGE(s.name << " step " << step << ": " << v);
-    BOOST_TEST(violations->empty(), s.name << " step " << step << " left violations");
-    BOOST_TEST(f->client->info()->recoveries == 1u);
-    std::string seen = observe(*f->client);
-    BOOST_TEST((seen == before || seen == after), s.name << " step " << step
-                                                         << " is neither before nor after:\n"
-                                                         << seen);
-    BOOST_TEST(f->client->check()->empty());
+    verify_repaired(*f, o, s.name + " step " + std::to_string(step));
+  }
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY);
+  BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+  ::close(fd);
+}
+
+// Kills the operation at `op_step`, then kills the repair itself at each of
+// its steps in turn, each time from the same wreck (the segment file, mutex
+// word included, is restored byte for byte). Returns the repair's step count.
+int enumerate_recovery(const Scenario& s, int op_step, const Outcomes& o) {
+  auto f = prepared(s);
+  if (!killed_at(*f, op_step, s.operation)) return -1;
+  const std::string path = "/dev/shm/" + f->name;
+  const std::string wreck = read_file(path);
+  for (int step = 1;; ++step) {
+    write_file(path, wreck);
+    std::string label = s.name + " step " + std::to_string(op_step) + ", repair step " +
+                        std::to_string(step);
+    if (!killed_at(*f, step, [](Client& c) { (void)c.info(); })) {
+      verify_repaired(*f, o, label + " (repair finished)");
+      return step - 1;
+    }
+    verify_repaired(*f, o, label);
   }
 }
 
@@ -121,12 +181,8 @@ LeaseId first_lease(Client& c) {
   return c.leases().list()->front().id;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_SUITE(crash_points)
-
-BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
-  std::vector<Scenario> scenarios = {
+std::vector<Scenario> scenarios() {
+  return {
       {"grant", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) { (void)c.leases().grant(10s); }},
       {"put new key", [](Client& c, auto&) { some_keys(c); },
@@ -179,11 +235,36 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
        },
        [](Client& c) { (void)c.put("a", "reaper"); }},
   };
-  for (const auto& s : scenarios) {
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(crash_points)
+
+BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
+  for (const auto& s : scenarios()) {
     int steps = enumerate(s);
     BOOST_TEST_MESSAGE(s.name << ": " << steps << " crash points");
     std::printf("crash points: %-45s %d\n", s.name.c_str(), steps);
     BOOST_TEST(steps > 0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
+  for (const auto& s : scenarios()) {
+    Outcomes o = outcomes(s);
+    // Sample the operation's steps (every one for short operations).
+    int total = 0;
+    int repair_points = 0;
+    for (int op_step = 1;; op_step += op_step < 40 ? 3 : 97) {
+      int steps = enumerate_recovery(s, op_step, o);
+      if (steps < 0) break;
+      BOOST_TEST(steps > 0);
+      repair_points += steps;
+      ++total;
+    }
+    std::printf("repair crash points: %-38s %d deaths, %d repair points\n", s.name.c_str(), total,
+                repair_points);
   }
 }
 
