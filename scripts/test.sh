@@ -53,8 +53,8 @@ run_configuration() {
 configurations=("release build -DCMAKE_BUILD_TYPE=Release")
 if [ "$all" = true ]; then
   configurations+=(
-    "asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_SANITIZE=ON"
-    "tsan build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_TSAN=ON"
+    "asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_SANITIZE=ON -DZARIS_TORTURE_SECONDS=20"
+    "tsan build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_TSAN=ON -DZARIS_TORTURE_SECONDS=20"
   )
 fi
 

@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <iterator>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "segment/crash_point.hpp"
@@ -83,7 +83,8 @@ Outcomes outcomes(const Scenario& s) {
 
 // Runs `action` in a child that SIGKILLs itself at its `step`-th crash point.
 // Returns true if the child died there, false if it finished first.
-bool killed_at(zaris::test::SegmentFixture& f, int step, const std::function<void(Client&)>& action) {
+bool killed_at(zaris::test::SegmentFixture& f, int step,
+               const std::function<void(Client&)>& action) {
   pid_t pid = ::fork();
   if (pid == 0) {
     Client child = f.open_another();
@@ -152,8 +153,8 @@ int enumerate_recovery(const Scenario& s, int op_step, const Outcomes& o) {
   const std::string wreck = read_file(path);
   for (int step = 1;; ++step) {
     write_file(path, wreck);
-    std::string label = s.name + " step " + std::to_string(op_step) + ", repair step " +
-                        std::to_string(step);
+    std::string label =
+        s.name + " step " + std::to_string(op_step) + ", repair step " + std::to_string(step);
     if (!killed_at(*f, step, [](Client& c) { (void)c.info(); })) {
       verify_repaired(*f, o, label + " (repair finished)");
       return step - 1;
