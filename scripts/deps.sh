@@ -4,7 +4,7 @@
 # Works as root (or through sudo) on Debian 12.
 set -euo pipefail
 
-packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev clang)
+packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev clang libclang-rt-14-dev)
 
 missing=()
 for package in "${packages[@]}"; do

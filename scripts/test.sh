@@ -3,7 +3,8 @@
 #
 #   scripts/test.sh           Release build in build/, then ASan+UBSan
 #                             (build-asan/) and TSan (build-tsan/) builds, each
-#                             with its own ctest run.
+#                             with its own ctest run, then a bounded run of the
+#                             segment fuzz target (clang, build-fuzz/).
 #   scripts/test.sh --quick   The Release build and its tests only.
 #
 # Exits non-zero if any configuration failed.
@@ -55,6 +56,7 @@ if [ "$all" = true ]; then
   configurations+=(
     "asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_SANITIZE=ON -DZARIS_TORTURE_SECONDS=20"
     "tsan build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_TSAN=ON -DZARIS_TORTURE_SECONDS=20"
+    "fuzz build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DZARIS_FUZZ=ON -DZARIS_BUILD_BENCH=OFF -DZARIS_BUILD_EXAMPLES=OFF"
   )
 fi
 

@@ -513,6 +513,14 @@ Result<SegmentInfo> Engine::info() {
   });
 }
 
+Result<void> Engine::repair() {
+  auto acquired = segment::lock(*control_, lock_timeout_);
+  if (!acquired) return std::move(acquired).error();
+  auto repaired = recover();
+  segment::unlock(*control_);
+  return repaired;
+}
+
 Result<std::vector<std::string>> Engine::check() {
   using Out = std::vector<std::string>;
   return locked<Out>(Reap::no, [&](Tx&, std::int64_t) -> Result<Out> { return check_locked(); });

@@ -18,6 +18,7 @@
 #include <variant>
 
 #include "segment/process.hpp"
+#include "segment/robust_mutex.hpp"
 
 namespace zaris::segment {
 
@@ -265,6 +266,17 @@ Result<std::unique_ptr<Mapping>> Mapping::open_or_create(std::string_view name,
   return Error{Errc::io_error, "segment " + display_path(name) + " keeps appearing and vanishing"};
 }
 
+Result<std::unique_ptr<Mapping>> Mapping::attach_image(std::uint8_t* base, std::uint64_t size) {
+  auto layout = validate(base, size);
+  if (!layout) return std::move(layout).error();
+  auto mapping = std::unique_ptr<Mapping>(new Mapping());
+  mapping->base_ = base;
+  mapping->size_ = size;
+  mapping->layout_ = *layout;
+  mapping->path_ = "(image)";
+  return mapping;
+}
+
 Result<void> Mapping::destroy(std::string_view name) {
   if (Error e = name_error(name); e.code != Errc::ok) return e;
   std::string path = display_path(name);
@@ -289,14 +301,7 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
   h->lease_slot_bits = layout.lease_slot_bits;
 
   auto* control = reinterpret_cast<Control*>(base + layout.control_offset);
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_NORMAL);
-  pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_NONE);
-  int rc = pthread_mutex_init(&control->mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
+  int rc = init_lock(*control);
   if (rc != 0)
     return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(rc)};
 

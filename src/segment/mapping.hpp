@@ -21,6 +21,9 @@ class Mapping {
   static Result<std::unique_ptr<Mapping>> open_or_create(std::string_view name,
                                                          const SegmentOptions& options);
   static Result<void> destroy(std::string_view name);
+  // Validates an image already in memory and wraps it, without owning it
+  // (the fuzz target feeds the engine this way).
+  static Result<std::unique_ptr<Mapping>> attach_image(std::uint8_t* base, std::uint64_t size);
 
   // "/dev/shm/NAME" for a shared-memory name, else the path itself.
   static std::string display_path(std::string_view name);

@@ -10,6 +10,18 @@
 
 namespace zaris::segment {
 
+int init_lock(Control& control) noexcept {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_NORMAL);
+  pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_NONE);
+  int rc = pthread_mutex_init(&control.mutex, &attr);
+  pthread_mutexattr_destroy(&attr);
+  return rc;
+}
+
 Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexcept {
   int rc = pthread_mutex_trylock(&control.mutex);
   if (rc == EBUSY) {

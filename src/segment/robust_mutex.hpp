@@ -11,6 +11,10 @@ namespace zaris::segment {
 
 enum class Acquired { clean, owner_died };
 
+// Initialises control.mutex: robust, process-shared, normal type, no priority
+// inheritance. Returns 0 or an errno value.
+int init_lock(Control& control) noexcept;
+
 // Takes control.mutex, waiting at most `timeout`. owner_died means the previous
 // holder died holding it: the caller must repair, then call mark_consistent().
 // On timeout: Errc::busy naming the holder's pid.

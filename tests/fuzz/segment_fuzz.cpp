@@ -1,0 +1,46 @@
+// libFuzzer target: any bytes as a segment image. Opening, repairing,
+// checking and operating on it must never crash, hang or touch memory out of
+// bounds; errors are the only acceptable answer to garbage.
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/engine.hpp"
+#include "image.hpp"
+#include "segment/mapping.hpp"
+
+using namespace std::chrono_literals;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size > (1u << 20)) return 0;
+  zaris::fuzz::Image image = zaris::fuzz::expand(data, size);
+  zaris::fuzz::make_attachable(image);
+  auto mapping = zaris::segment::Mapping::attach_image(image.bytes.get(), image.size);
+  if (!mapping) return 0;
+  zaris::ClientOptions options;
+  options.clock = std::make_shared<zaris::ManualClock>(5'000'000'000);
+  options.lock_timeout = 1ms;
+  zaris::engine::Engine engine(std::move(*mapping), options);
+
+  (void)engine.repair();
+  (void)engine.check();
+  zaris::KeyValue kv;
+  (void)engine.get("a", kv);
+  (void)engine.range("", {});
+  (void)engine.info();
+  if (auto leases = engine.list(); leases) {
+    for (std::size_t i = 0; i < leases->size() && i < 4; ++i) {
+      (void)engine.keep_alive((*leases)[i].id);
+      (void)engine.time_to_live((*leases)[i].id, true);
+    }
+    if (!leases->empty()) (void)engine.revoke(leases->front().id);
+  }
+  for (std::uint64_t id : {0x1ULL, 0x2ULL, 0x11ULL, 0x12ULL}) (void)engine.keep_alive(zaris::LeaseId(id));
+  auto granted = engine.grant(1s, {});
+  (void)engine.put("a", "value", {});
+  if (granted) (void)engine.put("b", "leased", zaris::Put::with_lease(*granted));
+  (void)engine.put("c", "x", zaris::Put::absent());
+  (void)engine.del("a", false);
+  (void)engine.del("", true);
+  (void)engine.check();
+  return 0;
+}
