@@ -54,9 +54,10 @@ Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexce
     case ETIMEDOUT: {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
       return Error{Errc::busy,
-                   "segment is busy: its lock has been held by pid " +
+                   "segment is busy: pid " +
                        std::to_string(control.holder_pid.load(std::memory_order_relaxed)) +
-                       " for more than " + std::to_string(ms) + " ms (stopped or stuck?)"};
+                       " holds its lock and did not release it within " + std::to_string(ms) +
+                       " ms (stopped or stuck?)"};
     }
     case ENOTRECOVERABLE:
       return Error{Errc::corrupt_segment,

@@ -3,6 +3,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "segment/crash_point.hpp"
 #include "support.hpp"
 
@@ -84,7 +86,7 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
   BOOST_REQUIRE(waiting.ok());
   auto busy = waiting->put("k", "v");
   BOOST_REQUIRE(busy.code() == Errc::busy);
-  BOOST_TEST_MESSAGE("a user sees: " << busy.error().message);
+  std::printf("a stopped holder, as a user sees it: %s\n", busy.error().message.c_str());
   BOOST_TEST(busy.error().message.find("pid " + std::to_string(pid)) != std::string::npos);
   BOOST_TEST(waiting->get("k").code() == Errc::busy);
   // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
