@@ -18,6 +18,9 @@ inline std::ostream& operator<<(std::ostream& out, Errc code) {
 inline std::ostream& operator<<(std::ostream& out, LeaseId id) {
   return out << id.to_string();
 }
+inline std::ostream& operator<<(std::ostream& out, DeleteReason reason) {
+  return out << delete_reason_name(reason);
+}
 }  // namespace zaris
 
 namespace zaris::test {

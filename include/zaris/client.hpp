@@ -1,6 +1,7 @@
 // A client attached to one segment. The entry point of the API.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "zaris/lease.hpp"
 #include "zaris/options.hpp"
 #include "zaris/result.hpp"
+#include "zaris/watch.hpp"
 
 namespace zaris {
 
@@ -59,6 +61,15 @@ class Client {
   Result<DeleteResult> del(std::string_view key);
   Result<DeleteResult> del_prefix(std::string_view prefix);
 
+  // Blocks until `key` is gone or its mod revision is no longer
+  // `seen_mod_revision` (0: until it exists), or `timeout` passes; returns
+  // whether it changed. Sleeps in the kernel, and never past the deadline of
+  // the key's lease, so an expiry nobody touches still wakes it.
+  Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
+                               std::chrono::nanoseconds timeout);
+  // Watches `key` (or every key under it, with options.prefix).
+  Result<Watcher> watch(std::string_view key, const WatchOptions& options = {});
+
   Result<SegmentInfo> info();
   // Verifies every invariant of the segment; returns one line per violation,
   // none when it is consistent. Reads the segment without trusting it.
@@ -67,6 +78,7 @@ class Client {
   class Impl;
 
  private:
+  friend class Watcher;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -28,6 +28,7 @@ enum class Errc : std::uint8_t {
   segment_not_ready,     // its creator has not finished (or died) initialising it
   permission_denied,     // the segment's mode does not let us open it
   io_error,              // any other operating-system failure
+  compacted,             // a watcher fell behind the event history it asked for
 };
 
 // A stable lowercase name for the code, e.g. "lease_lost".

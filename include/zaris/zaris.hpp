@@ -7,3 +7,4 @@
 #include "zaris/lease.hpp"
 #include "zaris/options.hpp"
 #include "zaris/result.hpp"
+#include "zaris/watch.hpp"

@@ -116,3 +116,62 @@ Result<std::vector<std::string>> Client::check() {
 }
 
 }  // namespace zaris
+
+namespace zaris {
+
+Result<bool> Client::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
+                                     std::chrono::nanoseconds timeout) {
+  return impl_->engine.wait_for_change(key, seen_mod_revision, timeout);
+}
+
+Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options) {
+  if (key.empty() && !options.prefix)
+    return Error{Errc::invalid_argument, "key is empty (watch \"\" with prefix for every key)"};
+  WatchOptions from = options;
+  if (from.start_revision == 0) {
+    // "From now": whatever comes after the revision current at this call.
+    auto info = impl_->engine.info();
+    if (!info) return std::move(info).error();
+    from.start_revision = info->revision + 1;
+  }
+  return Watcher(*this, std::string(key), from);
+}
+
+Result<std::vector<Event>> Watcher::read(std::size_t max, std::chrono::nanoseconds timeout) {
+  engine::Engine::EventCursor cursor{next_index_, next_revision_, positioned_};
+  auto events = client_->impl_->engine.read_events(key_, prefix_, cursor, max, timeout);
+  next_index_ = cursor.next_index;
+  next_revision_ = cursor.next_revision;
+  positioned_ = cursor.positioned;
+  return events;
+}
+
+Result<std::vector<Event>> Watcher::poll(std::size_t max) {
+  return read(max, std::chrono::nanoseconds(0));
+}
+
+Result<std::vector<Event>> Watcher::wait(std::chrono::nanoseconds timeout, std::size_t max) {
+  return read(max, timeout);
+}
+
+std::string_view event_type_name(EventType type) noexcept {
+  return type == EventType::put ? "PUT" : "DELETE";
+}
+
+std::string_view delete_reason_name(DeleteReason reason) noexcept {
+  switch (reason) {
+    case DeleteReason::none:
+      return "none";
+    case DeleteReason::deleted:
+      return "deleted";
+    case DeleteReason::revoked:
+      return "revoked";
+    case DeleteReason::expired:
+      return "expired";
+    case DeleteReason::owner_died:
+      return "owner_died";
+  }
+  return "unknown";
+}
+
+}  // namespace zaris

@@ -34,6 +34,8 @@ std::string_view errc_name(Errc code) noexcept {
       return "permission_denied";
     case Errc::io_error:
       return "io_error";
+    case Errc::compacted:
+      return "compacted";
   }
   return "unknown";
 }

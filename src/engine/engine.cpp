@@ -1,9 +1,12 @@
 #include "engine/engine.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 
+#include "segment/futex.hpp"
 #include "segment/robust_mutex.hpp"
 
 namespace zaris::engine {
@@ -23,6 +26,17 @@ constexpr std::uint32_t kReapKeyBudget = 64;
 // Keys removed per transaction when a lease ends or a prefix is deleted.
 constexpr std::uint32_t kKeysPerTx = 32;
 
+// Channels an operation changed: bumped as it goes, woken after it unlocks.
+struct Wakeups {
+  std::uint64_t keys[segment::kKeyChannels / 64] = {};
+  bool events = false;
+};
+thread_local Wakeups t_wakeups;
+
+std::int64_t real_now() {
+  return MonotonicClock().now_ns();
+}
+
 // Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
 // atomic step: it fails if the slot now holds another lease.
 bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
@@ -35,6 +49,15 @@ bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_d
 #else
 #error "keep_alive needs a 16-byte compare-and-swap on this architecture"
 #endif
+}
+
+Result<void> check_key(std::string_view key, const segment::Layout& layout) {
+  if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
+  if (key.size() > layout.caps.max_key_bytes)
+    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
+                                      " bytes; this segment allows " +
+                                      std::to_string(layout.caps.max_key_bytes)};
+  return {};
 }
 
 std::string lease_text(LeaseId id) {
@@ -55,6 +78,8 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       layout_(mapping_->layout()),
       store_(mapping_->base(), layout_),
       control_(reinterpret_cast<segment::Control*>(mapping_->base() + layout_.control_offset)),
+      channels_(reinterpret_cast<segment::Channels*>(mapping_->base() + layout_.channels_offset)),
+      ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
       lock_timeout_(options.lock_timeout) {}
 
@@ -77,6 +102,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   }
   Tx tx(mapping_->base(), layout_);
   std::optional<Result<T>> result;
+  t_wakeups = Wakeups{};
   try {
     std::int64_t t = now();
     if (store_.journal().intent_kind != kIntentNone) finish_intent(tx, t);
@@ -96,6 +122,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
     result.reset();
   }
   segment::unlock(*control_);
+  wake_noted();
   if (!result) return Error{Errc::io_error, "out of memory"};
   return std::move(*result);
 }
@@ -110,7 +137,13 @@ Result<void> Engine::recover() {
     std::uint32_t used = std::min(st.lease_high_water, layout_.caps.max_leases);
     for (std::uint32_t slot = 0; slot < used; ++slot) {
       LeaseSlot& l = store_.lease(slot);
-      if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead) continue;
+      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+      if (d < kDeadlineDead && (l.flags & segment::kLeaseRevoked) != 0) {
+        // A revoke that died before its instant: the lease lives on, unrevoked.
+        tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
+        tx.commit();
+      }
+      if (d != kDeadlineDead) continue;
       if (store_.heap(l.heap_pos).slot != slot) abort_corrupt("heap does not hold a dead lease");
       if (store_.heap(l.heap_pos).deadline_ns != 0) {
         store_.heap_update(tx, l.heap_pos, 0);
@@ -119,6 +152,8 @@ Result<void> Engine::recover() {
     }
     tx.set(st.recoveries, st.recoveries + 1);
     tx.commit();
+    // The dead holder may have bumped channels without waking anyone.
+    note_all();
   } catch (TxAbort& abort) {
     tx.rollback();
     return Error{abort.code, std::move(abort.message)};
@@ -136,6 +171,238 @@ Error Engine::lease_error(LeaseLookup lookup, LeaseId id) const {
   return {Errc::not_found, lease_text(id) + " not found"};
 }
 
+// ---------------------------------------------------------------- events and waking
+
+segment::EventSlotHeader& Engine::event_slot(std::uint64_t index) const {
+  std::uint64_t slot = index % layout_.caps.max_events;
+  return *reinterpret_cast<segment::EventSlotHeader*>(
+      mapping_->base() + layout_.event_slots_offset + slot * layout_.event_slot_bytes);
+}
+
+std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
+  return (lease.flags & segment::kLeaseRevoked) != 0 ? segment::kReasonRevoked
+                                                     : segment::kReasonExpired;
+}
+
+void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
+                  std::uint64_t revision) {
+  segment::EventRingHeader& ring = *ring_;
+  const std::uint64_t capacity = layout_.caps.max_events;
+  const std::uint64_t index = ring.head;
+  segment::EventSlotHeader& e = event_slot(index);
+  if (index >= capacity) {
+    // The slot still holds event index - capacity: give it up first. Not
+    // journaled: a rollback may cost history, never falsify it.
+    std::uint64_t first = index - capacity + 1;
+    if (ring.first_valid.load(std::memory_order_relaxed) < first)
+      ring.first_valid.store(first, std::memory_order_relaxed);
+    std::uint64_t lost = std::min(e.revision, revision);
+    if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
+      ring.compacted_revision.store(lost, std::memory_order_relaxed);
+  }
+  std::string_view name = store_.key_bytes(k);
+  std::string_view value = type == segment::kEventPut ? store_.value_bytes(k) : std::string_view();
+  e.index = index;
+  e.revision = revision;
+  e.create_revision = k.create_revision;
+  e.mod_revision = type == segment::kEventPut ? k.mod_revision : revision;
+  e.version = type == segment::kEventPut ? k.version : 0;
+  e.lease_id = k.lease_id;
+  e.key_len = static_cast<std::uint32_t>(name.size());
+  e.value_len = static_cast<std::uint32_t>(value.size());
+  e.type = type;
+  e.reason = reason;
+  char* data = reinterpret_cast<char*>(&e + 1);
+  std::memcpy(data, name.data(), name.size());
+  std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
+  tx.set(ring.head, index + 1);
+  t_wakeups.events = true;
+  channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Engine::note_key(std::string_view key) {
+  std::uint32_t channel = store_.hash32(key) % segment::kKeyChannels;
+  t_wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
+  channels_->keys[channel].seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Engine::note_all() {
+  for (auto& word : t_wakeups.keys) word = ~std::uint64_t{0};
+  t_wakeups.events = true;
+  for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Engine::wake_noted() {
+  for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
+    for (std::uint64_t bits = t_wakeups.keys[word]; bits != 0; bits &= bits - 1) {
+      auto& channel =
+          channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))];
+      // No system call when nobody sleeps here.
+      if (channel.sleepers.load(std::memory_order_seq_cst) != 0)
+        segment::futex_wake_all(channel.seq);
+    }
+  }
+  if (t_wakeups.events && channels_->events.sleepers.load(std::memory_order_seq_cst) != 0)
+    segment::futex_wake_all(channels_->events.seq);
+  t_wakeups = Wakeups{};
+}
+
+std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
+  // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
+  // same distance ahead on it.
+  std::int64_t ahead = fake_deadline - fake_now;
+  return real_now() + (ahead < 0 ? 0 : ahead);
+}
+
+namespace {
+
+// Registers as a sleeper on a channel for one wait.
+class Sleeper {
+ public:
+  explicit Sleeper(segment::Channel& channel) : channel_(channel) {
+    channel_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~Sleeper() { channel_.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  std::uint32_t seq() const { return channel_.seq.load(std::memory_order_seq_cst); }
+  void sleep(std::uint32_t seen, std::int64_t until_real) {
+    segment::futex_wait_until(channel_.seq, seen, until_real);
+  }
+
+ private:
+  segment::Channel& channel_;
+};
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
+  return b > kNever - a ? kNever : a + b;
+}
+
+}  // namespace
+
+Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
+                                     std::chrono::nanoseconds timeout) {
+  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  const std::int64_t give_up =
+      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  segment::Channel& channel = channels_->keys[store_.hash32(key) % segment::kKeyChannels];
+  struct Seen {
+    bool changed;
+    std::int64_t lease_deadline;  // on the engine's clock, kNever without a lease
+    std::int64_t now;
+  };
+  for (;;) {
+    Sleeper sleeper(channel);
+    std::uint32_t seq = sleeper.seq();
+    auto seen = locked<Seen>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Seen> {
+      Store::Probe probe = store_.find(key);
+      if (probe.slot == kNone) return Seen{seen_mod_revision != 0, kNever, now};
+      const KeySlotHeader& k = store_.key(probe.slot);
+      if (!store_.key_visible(k, now)) return Seen{seen_mod_revision != 0, kNever, now};
+      std::int64_t lease_deadline = kNever;
+      if (k.lease_id != 0) {
+        std::uint64_t d = store_.lease(store_.lease_slot_of(k.lease_id))
+                              .deadline_ns.load(std::memory_order_acquire);
+        if (d < kDeadlineDead) lease_deadline = static_cast<std::int64_t>(d);
+      }
+      return Seen{k.mod_revision != seen_mod_revision, lease_deadline, now};
+    });
+    if (!seen) return std::move(seen).error();
+    if (seen->changed) return true;
+    std::int64_t until = give_up;
+    if (seen->lease_deadline != kNever)
+      until = std::min(until, real_deadline(seen->lease_deadline, seen->now));
+    if (real_now() >= give_up) return false;
+    sleeper.sleep(seq, until);
+  }
+}
+
+Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix,
+                                               EventCursor& cursor, std::size_t max,
+                                               std::chrono::nanoseconds timeout) {
+  const std::int64_t give_up =
+      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  using Out = std::vector<Event>;
+  struct Batch {
+    Out events;
+    std::int64_t next_expiry;  // the heap's top, on the engine's clock
+    std::int64_t now;
+  };
+  for (;;) {
+    Sleeper sleeper(channels_->events);
+    std::uint32_t seq = sleeper.seq();
+    // Reap::yes: an expiry nobody touched becomes DELETE events now.
+    auto batch = locked<Batch>(Reap::yes, [&](Tx&, std::int64_t now) -> Result<Batch> {
+      segment::EventRingHeader& ring = *ring_;
+      const std::uint64_t head = ring.head;
+      const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
+      const std::uint64_t compacted = ring.compacted_revision.load(std::memory_order_relaxed);
+      if (first > head || head - first > layout_.caps.max_events)
+        abort_corrupt("event ring bounds");
+      auto compacted_error = [&] {
+        return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +
+                                          " are gone: the watcher fell behind"};
+      };
+      if (!cursor.positioned) {
+        std::uint64_t from = std::max<std::uint64_t>(cursor.next_revision, 1);
+        {
+          if (from <= compacted) return compacted_error();
+          std::uint64_t lo = first;
+          std::uint64_t hi = head;
+          while (lo < hi) {  // the first event with revision >= from
+            std::uint64_t mid = lo + (hi - lo) / 2;
+            if (event_slot(mid).revision < from) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          cursor.next_index = lo;
+        }
+        cursor.positioned = true;
+      }
+      if (cursor.next_index < first) return compacted_error();
+      Batch out{{}, kNever, now};
+      std::uint64_t i = cursor.next_index;
+      for (; i < head && out.events.size() < max; ++i) {
+        const segment::EventSlotHeader& e = event_slot(i);
+        if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
+            e.value_len > layout_.caps.max_value_bytes ||
+            (e.type != segment::kEventPut && e.type != segment::kEventDelete))
+          abort_corrupt("event " + std::to_string(i));
+        const char* data = reinterpret_cast<const char*>(&e + 1);
+        std::string_view name(data, e.key_len);
+        cursor.next_revision = e.revision;
+        if (prefix ? !name.starts_with(key) : name != key) continue;
+        Event& ev = out.events.emplace_back();
+        ev.type = e.type == segment::kEventPut ? EventType::put : EventType::del;
+        ev.reason = static_cast<DeleteReason>(e.type == segment::kEventPut ? 0 : e.reason);
+        ev.revision = e.revision;
+        ev.kv.key.assign(name);
+        ev.kv.value.assign(data + layout_.caps.max_key_bytes, e.value_len);
+        ev.kv.lease = LeaseId(e.lease_id);
+        ev.kv.create_revision = e.create_revision;
+        ev.kv.mod_revision = e.mod_revision;
+        ev.kv.version = e.version;
+      }
+      cursor.next_index = i;
+      if (i == head) cursor.next_revision = store_.state().revision + 1;
+      if (store_.state().heap_size > 0)
+        out.next_expiry = static_cast<std::int64_t>(store_.heap(0).deadline_ns);
+      return out;
+    });
+    if (!batch) return std::move(batch).error();
+    if (!batch->events.empty() || real_now() >= give_up) return std::move(batch->events);
+    std::int64_t until = give_up;
+    if (batch->next_expiry != kNever)
+      until = std::min(until, real_deadline(batch->next_expiry, batch->now));
+    sleeper.sleep(seq, until);
+  }
+}
+
 // ---------------------------------------------------------------- reaping
 
 bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
@@ -149,8 +416,11 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
     tx.set(l.end_revision, st.revision);
   }
   std::uint32_t in_tx = 0;
+  const std::uint32_t reason = end_reason(l);
   while (l.key_head != kNone) {
     if (key_budget == 0) {
+      // Other operations come before the rest: it takes a revision of its own.
+      tx.set(l.end_revision, std::uint64_t{0});
       tx.commit();
       return false;
     }
@@ -158,6 +428,9 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
       tx.commit();
       in_tx = 0;
     }
+    const KeySlotHeader& k = store_.key(l.key_head);
+    emit(tx, segment::kEventDelete, reason, k, l.end_revision);
+    note_key(store_.key_bytes(k));
     store_.remove_key(tx, l.key_head);
     --key_budget;
     ++in_tx;
@@ -208,7 +481,12 @@ bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget)
     if (!store_.key_bytes(k).starts_with(prefix)) break;
     if (store_.key_visible(k, now)) victims[found++] = s;
   }
-  for (std::uint32_t i = 0; i < found; ++i) store_.remove_key(tx, victims[i]);
+  for (std::uint32_t i = 0; i < found; ++i) {
+    const KeySlotHeader& k = store_.key(victims[i]);
+    emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, j.intent_revision);
+    note_key(store_.key_bytes(k));
+    store_.remove_key(tx, victims[i]);
+  }
   bool done = found < budget;
   if (done) tx.set(j.intent_kind, kIntentNone);
   tx.commit();
@@ -275,6 +553,9 @@ Result<void> Engine::revoke(LeaseId id) {
     LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
     LeaseSlot& l = store_.lease(slot);
+    // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
+    tx.set(l.flags, l.flags | segment::kLeaseRevoked);
+    tx.commit();
     // The revoke's single instant: from this CAS on the lease and its keys are gone.
     std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
     while (!l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
@@ -334,18 +615,7 @@ Result<std::vector<LeaseStatus>> Engine::list() {
 
 // ---------------------------------------------------------------- keys
 
-namespace {
-
-Result<void> check_key(std::string_view key, const segment::Layout& layout) {
-  if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
-  if (key.size() > layout.caps.max_key_bytes)
-    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
-                                      " bytes; this segment allows " +
-                                      std::to_string(layout.caps.max_key_bytes)};
-  return {};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
   std::string_view name = store_.key_bytes(k);
@@ -384,6 +654,14 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
                                                 ", not " +
                                                 std::to_string(*options.if_mod_revision)};
     StoreState& st = store_.state();
+    if (probe.slot != kNone && !exists) {
+      // The key died with its lease and was not reaped yet: its DELETE comes
+      // first, in a revision of its own.
+      const KeySlotHeader& old = store_.key(probe.slot);
+      tx.set(st.revision, st.revision + 1);
+      emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
+           old, st.revision);
+    }
     std::uint64_t revision = st.revision + 1;
     tx.set(st.revision, revision);
     std::uint32_t slot = probe.slot;
@@ -398,14 +676,7 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
     } else {
       KeySlotHeader& k = store_.key(slot);
       if (!exists) {
-        // The old key died with its lease: this put creates it anew. The
-        // lease's end takes its revision first, so it orders before the put.
-        LeaseSlot& dead = store_.lease(store_.lease_slot_of(k.lease_id));
-        if (dead.end_revision == 0) {
-          tx.set(dead.end_revision, revision);
-          revision += 1;
-          tx.set(st.revision, revision);
-        }
+        // The old key died with its lease: this put creates it anew.
         tx.set(k.create_revision, revision);
         tx.set(k.version, std::uint64_t{1});
       } else {
@@ -416,6 +687,8 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
       tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
     }
     store_.set_key_lease(tx, slot, lease_id);
+    emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
+    note_key(key);
     return PutResult{revision};
   });
 }
@@ -465,6 +738,8 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
       Store::Probe probe = store_.find(key);
       if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return result;
       tx.set(st.revision, st.revision + 1);
+      emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot), st.revision);
+      note_key(key);
       store_.remove_key(tx, probe.slot);
       return DeleteResult{st.revision, 1};
     }

@@ -10,6 +10,7 @@
 #include "engine/store.hpp"
 #include "segment/mapping.hpp"
 #include "zaris/client.hpp"
+#include "zaris/watch.hpp"
 
 namespace zaris::engine {
 
@@ -28,6 +29,19 @@ class Engine {
   Result<RangeResult> range(std::string_view prefix, const RangeOptions& options);
   Result<DeleteResult> del(std::string_view key, bool prefix);
   Result<SegmentInfo> info();
+
+  Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
+                               std::chrono::nanoseconds timeout);
+  // Where a watcher is in the event history.
+  struct EventCursor {
+    std::uint64_t next_index = 0;
+    std::uint64_t next_revision = 0;  // until positioned: the revision to start from
+    bool positioned = false;
+  };
+  // Events of `key` (or under it) from the cursor on, at most `max`; waits
+  // up to `timeout` for the first one (zero: does not wait).
+  Result<std::vector<Event>> read_events(std::string_view key, bool prefix, EventCursor& cursor,
+                                         std::size_t max, std::chrono::nanoseconds timeout);
 
   // Every invariant violation found, as one line each; empty when consistent.
   // Takes the lock (repairing first if a holder died).
@@ -56,6 +70,17 @@ class Engine {
   // Returns true when none remain.
   bool delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget);
   Error lease_error(LeaseLookup lookup, LeaseId id) const;
+  // Appends an event for the key in `k` (before a DELETE removes it).
+  void emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
+            std::uint64_t revision);
+  std::uint32_t end_reason(const LeaseSlot& lease) const;
+  // Marks a key's channel to bump; it is bumped at once and woken after unlock.
+  void note_key(std::string_view key);
+  void note_all();
+  void wake_noted();
+  segment::EventSlotHeader& event_slot(std::uint64_t index) const;
+  // Real-clock instant of a deadline on the engine's (possibly fake) clock.
+  static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
 
@@ -63,6 +88,8 @@ class Engine {
   segment::Layout layout_;
   Store store_;
   segment::Control* control_;
+  segment::Channels* channels_;
+  segment::EventRingHeader* ring_;
   std::shared_ptr<const Clock> clock_;
   std::chrono::nanoseconds lock_timeout_;
 };

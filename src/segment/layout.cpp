@@ -16,6 +16,7 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_keys < 1 || caps.max_keys > kMaxKeysLimit) return false;
   if (caps.max_key_bytes < 1 || caps.max_key_bytes > kMaxKeyBytesLimit) return false;
   if (caps.max_value_bytes > kMaxValueBytesLimit) return false;
+  if (caps.max_events < 1 || caps.max_events > kMaxEventsLimit || caps.reserved != 0) return false;
 
   Layout l;
   l.caps = caps;
@@ -39,6 +40,14 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   l.buckets_offset = at;
   l.bucket_count = std::bit_ceil(std::uint64_t{caps.max_keys} * 2);
   at = round_up(at + l.bucket_count * sizeof(Bucket), kCacheLine);
+  l.channels_offset = at;
+  at = round_up(at + sizeof(Channels), kCacheLine);
+  l.events_offset = at;
+  l.event_slots_offset = at + sizeof(EventRingHeader);
+  l.event_slot_bytes = round_up(
+      sizeof(EventSlotHeader) + std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes, 8);
+  at = round_up(l.event_slots_offset + std::uint64_t{caps.max_events} * l.event_slot_bytes,
+                kCacheLine);
   l.total_bytes = at;
   l.lease_slot_bits =
       caps.max_leases <= 2 ? 1 : static_cast<std::uint32_t>(std::bit_width(caps.max_leases - 1));
@@ -52,8 +61,8 @@ AbiStamp current_abi() noexcept {
 }
 
 Capacities to_capacities(const SegmentOptions& options) noexcept {
-  return Capacities{options.max_leases, options.max_keys, options.max_key_bytes,
-                    options.max_value_bytes};
+  return Capacities{options.max_leases,      options.max_keys,   options.max_key_bytes,
+                    options.max_value_bytes, options.max_events, 0};
 }
 
 }  // namespace zaris::segment

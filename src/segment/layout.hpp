@@ -31,7 +31,7 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 1;
+inline constexpr std::uint32_t kLayoutVersion = 2;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -42,6 +42,8 @@ inline constexpr std::uint32_t kMaxLeasesLimit = 1u << 24;
 inline constexpr std::uint32_t kMaxKeysLimit = 1u << 24;
 inline constexpr std::uint32_t kMaxKeyBytesLimit = 4096;
 inline constexpr std::uint32_t kMaxValueBytesLimit = 1u << 20;
+inline constexpr std::uint32_t kMaxEventsLimit = 1u << 20;
+inline constexpr std::uint32_t kKeyChannels = 256;  // futex words keys hash onto
 
 // Lease deadline words at or above kDeadlineDead are states, not times.
 inline constexpr std::uint64_t kDeadlineFree = ~0ULL;      // slot unused
@@ -67,9 +69,11 @@ struct Capacities {
   std::uint32_t max_keys;
   std::uint32_t max_key_bytes;
   std::uint32_t max_value_bytes;
+  std::uint32_t max_events;
+  std::uint32_t reserved;
   friend bool operator==(const Capacities&, const Capacities&) = default;
 };
-static_assert(sizeof(Capacities) == 16);
+static_assert(sizeof(Capacities) == 24);
 
 // Written once by the creator before `ready`; read-only afterwards. The
 // offsets of `magic`, `layout_version` and `ready` never change between layout
@@ -85,14 +89,14 @@ struct alignas(kCacheLine) Header {
   std::uint64_t hash_seed;        // random per segment: keys hash unpredictably
   std::uint32_t creator_pid;      // who is (or was) building it; for "not ready" errors
   std::uint32_t lease_slot_bits;  // low bits of a lease id that name the slot
-  std::uint8_t reserved[96];
+  std::uint8_t reserved[88];
   std::atomic<std::uint32_t> ready;  // kReady, stored last with release order
   std::uint32_t reserved2;
 };
 static_assert(sizeof(Header) == 192);
 static_assert(offsetof(Header, abi) == 16);
 static_assert(offsetof(Header, capacities) == 32);
-static_assert(offsetof(Header, boot_id) == 56);
+static_assert(offsetof(Header, boot_id) == 64);
 static_assert(offsetof(Header, ready) == 184);
 
 // The store state: every field written by the mutex holder through the journal.
@@ -140,6 +144,53 @@ struct alignas(kCacheLine) JournalHeader {
 static_assert(sizeof(JournalHeader) == 64);
 static_assert(offsetof(JournalHeader, intent_kind) == 16);
 
+// A wait channel: the futex word waiters sleep on, and how many may be asleep
+// (so that a writer makes no system call when nobody waits). Hints only:
+// never journaled. See docs/coordination.md.
+struct Channel {
+  std::atomic<std::uint32_t> seq;
+  std::atomic<std::uint32_t> sleepers;
+};
+static_assert(sizeof(Channel) == 8);
+
+struct alignas(kCacheLine) Channels {
+  Channel events;              // bumped when events are appended
+  Channel keys[kKeyChannels];  // bumped when a key hashing here changes
+};
+
+// The event ring's state. `head` is written through the journal; the other
+// two only grow and are not journaled: a crash can shorten the history a
+// watcher may read, never falsify it.
+struct alignas(kCacheLine) EventRingHeader {
+  std::uint64_t head;                             // index of the next event
+  std::atomic<std::uint64_t> first_valid;         // oldest index still readable
+  std::atomic<std::uint64_t> compacted_revision;  // newest revision partly overwritten
+  std::uint8_t reserved[40];
+};
+static_assert(sizeof(EventRingHeader) == 64);
+
+inline constexpr std::uint32_t kEventPut = 1;
+inline constexpr std::uint32_t kEventDelete = 2;
+// Why a key was deleted; numbering shared with zaris::DeleteReason.
+inline constexpr std::uint32_t kReasonDeleted = 1;
+inline constexpr std::uint32_t kReasonRevoked = 2;
+inline constexpr std::uint32_t kReasonExpired = 3;
+
+// One event; key bytes then value bytes follow (value empty for a DELETE).
+struct EventSlotHeader {
+  std::uint64_t index;  // which event this slot holds (slots are reused)
+  std::uint64_t revision;
+  std::uint64_t create_revision;
+  std::uint64_t mod_revision;
+  std::uint64_t version;
+  std::uint64_t lease_id;
+  std::uint32_t key_len;
+  std::uint32_t value_len;
+  std::uint32_t type;    // kEventPut or kEventDelete
+  std::uint32_t reason;  // for a DELETE
+};
+static_assert(sizeof(EventSlotHeader) == 64);
+
 // One lease. 64 bytes, one cache line, so keep-alives of different leases
 // never share a line.
 struct alignas(kCacheLine) LeaseSlot {
@@ -165,6 +216,7 @@ static_assert(offsetof(LeaseSlot, heap_pos) == 48);
 static_assert(offsetof(LeaseSlot, next_free) == 60);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 inline constexpr std::uint32_t kLeaseBound = 1;
+inline constexpr std::uint32_t kLeaseRevoked = 2;  // its end is a revoke (for DELETE reasons)
 inline constexpr std::uint32_t kIntentNone = 0;
 inline constexpr std::uint32_t kIntentDeletePrefix = 1;
 
@@ -216,6 +268,10 @@ struct Layout {
   std::uint64_t key_slot_bytes = 0;
   std::uint64_t buckets_offset = 0;
   std::uint64_t bucket_count = 0;  // power of two, >= 2 * max_keys
+  std::uint64_t channels_offset = 0;
+  std::uint64_t events_offset = 0;       // EventRingHeader
+  std::uint64_t event_slots_offset = 0;  // EventSlot[max_events]
+  std::uint64_t event_slot_bytes = 0;
   std::uint64_t total_bytes = 0;
   std::uint32_t lease_slot_bits = 0;
 

@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (!leases->empty()) (void)engine.revoke(leases->front().id);
   }
-  for (std::uint64_t id : {0x1ULL, 0x2ULL, 0x11ULL, 0x12ULL}) (void)engine.keep_alive(zaris::LeaseId(id));
+  for (std::uint64_t id : {0x1ULL, 0x2ULL, 0x11ULL, 0x12ULL})
+    (void)engine.keep_alive(zaris::LeaseId(id));
   auto granted = engine.grant(1s, {});
   (void)engine.put("a", "value", {});
   if (granted) (void)engine.put("b", "leased", zaris::Put::with_lease(*granted));
