@@ -38,13 +38,21 @@ run_configuration() {
   cmake --build "$dir" -j2 || exit 1
 
   local runner=()
-  if [ "$name" = tsan ] && setarch "$(uname -m)" -R true >/dev/null 2>&1; then
-    # TSan's fixed shadow layout can clash with high mmap randomisation
-    # (vm.mmap_rnd_bits > 28): run without address randomisation if allowed.
-    runner=(setarch "$(uname -m)" -R)
+  if [ "$name" = tsan ]; then
+    if setarch "$(uname -m)" -R true >/dev/null 2>&1; then
+      # TSan's fixed shadow layout can clash with high mmap randomisation
+      # (vm.mmap_rnd_bits > 28): run without address randomisation.
+      runner=(setarch "$(uname -m)" -R)
+    else
+      echo "warning: cannot disable address randomisation; TSan may fail to start" >&2
+    fi
   fi
+  # Segments a killed earlier run may have left behind.
+  rm -f /dev/shm/zaris-test-* /dev/shm/zaris-torture-* /dev/shm/zaris-fuzz-seed-* \
+    /dev/shm/zaris-bench-* /dev/shm/zaris-lease-demo-* 2>/dev/null || true
   local status=0
-  "${runner[@]}" ctest --test-dir "$dir" --output-on-failure || status=$?
+  # No test may hang CI: each is stopped after 15 minutes.
+  "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 || status=$?
   echo "=== $name: ctest exited with $status"
   return "$status"
 }

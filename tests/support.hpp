@@ -1,12 +1,15 @@
 // Shared test helpers: unique segment names, a client on a manual clock.
 #pragma once
 
+#include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <memory>
 #include <ostream>
+#include <random>
 #include <string>
 
 #include "zaris/zaris.hpp"
@@ -27,7 +30,28 @@ namespace zaris::test {
 
 inline std::string unique_segment_name(const std::string& tag) {
   static std::atomic<int> counter{0};
-  return "zaris-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  // pid + counter, and a nonce against a leftover from an earlier run whose pid came round again.
+  static const unsigned nonce = std::random_device{}();
+  return "zaris-test-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+         "-" + std::to_string(nonce % 100000);
+}
+
+// Forks a child that runs `body` and exits with its result: no test macros in
+// it, any exception is exit 3, and it dies with its parent (no orphan can
+// outlive a failed test and hold its output open).
+template <typename Body>
+pid_t fork_child(Body&& body) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(4);
+  int code = 3;
+  try {
+    code = body();
+  } catch (...) {
+  }
+  ::_exit(code);
 }
 
 inline SegmentOptions small_segment() {
@@ -51,12 +75,11 @@ struct SegmentFixture {
   }
   ~SegmentFixture() { (void)Client::destroy(name); }
 
-  Client open_another() {
+  // Options for another client of this segment, on the same clock.
+  ClientOptions options() const {
     ClientOptions client_options;
     client_options.clock = clock;
-    auto opened = Client::open(name, client_options);
-    BOOST_REQUIRE(opened.ok());
-    return std::move(*opened);
+    return client_options;
   }
 
   // The segment is consistent: check() finds nothing.

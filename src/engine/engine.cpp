@@ -121,6 +121,8 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
     tx.rollback();
     result.reset();
   }
+  // A death here, committed but still holding the lock, must leave "after".
+  segment::crash::step();
   segment::unlock(*control_);
   wake_noted();
   if (!result) return Error{Errc::io_error, "out of memory"};

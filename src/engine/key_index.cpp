@@ -4,7 +4,6 @@
 #include <string>
 
 #include "engine/store.hpp"
-#include "segment/process.hpp"
 
 namespace zaris::engine {
 
@@ -28,27 +27,6 @@ std::uint64_t mix(std::uint64_t h) {
   return h;
 }
 
-// Levels for a new skip-list node: geometric with p = 1/4.
-std::uint32_t random_level() {
-  thread_local std::uint64_t state = 0;
-  if (state == 0) {
-    std::uint64_t local = 0;
-    state =
-        mix(reinterpret_cast<std::uintptr_t>(&local) ^ (std::uint64_t(segment::self_pid()) << 32)) |
-        1;
-  }
-  state ^= state >> 12;
-  state ^= state << 25;
-  state ^= state >> 27;
-  std::uint64_t r = state * 0x2545F4914F6CDD1DULL;
-  std::uint32_t level = 1;
-  while (level < kSkipLevels && (r & 3) == 0) {
-    ++level;
-    r >>= 2;
-  }
-  return level;
-}
-
 }  // namespace
 
 std::uint32_t Store::hash32(std::string_view key) const noexcept {
@@ -68,6 +46,19 @@ std::uint32_t Store::hash32(std::string_view key) const noexcept {
   }
   h = mix(h);
   return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+std::uint32_t Store::level_for(std::string_view key) const noexcept {
+  // Geometric with p = 1/4, drawn from the key's hash under a second secret
+  // mix of the segment's seed: as good as random to anyone who does not know
+  // the seed, and the same in every process (so runs are reproducible).
+  std::uint64_t r = mix(hash32(key) ^ (hash_seed_ * 0x2545F4914F6CDD1DULL));
+  std::uint32_t level = 1;
+  while (level < kSkipLevels && (r & 3) == 0) {
+    ++level;
+    r >>= 2;
+  }
+  return level;
 }
 
 KeySlotHeader& Store::key(std::uint32_t slot) const {
@@ -152,7 +143,7 @@ void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key) {
   std::array<std::uint32_t, kSkipLevels> update;
   predecessors(key, update);
   KeySlotHeader& k = this->key(slot);
-  std::uint32_t level = random_level();
+  std::uint32_t level = level_for(key);
   if (level > state_->skip_level) tx.set(state_->skip_level, level);
   // The node is fresh: its own links need no undo record.
   k.level = level;

@@ -89,6 +89,8 @@ class Store {
   std::uint32_t next_key(std::uint32_t slot) const;  // level-0 successor
 
   std::uint32_t hash32(std::string_view key) const noexcept;
+  // The skip-list height of a new node holding `key`.
+  std::uint32_t level_for(std::string_view key) const noexcept;
 
  private:
   std::uint32_t& forward(std::uint32_t node, std::uint32_t level) const;

@@ -29,18 +29,18 @@ BOOST_AUTO_TEST_SUITE(processes)
 BOOST_FIXTURE_TEST_CASE(two_processes_see_each_others_data, SegmentFixture) {
   auto mine = client->leases().grant(10s);
   BOOST_REQUIRE(client->put("parent", "hello", Put::with_lease(*mine)).ok());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    Client child = open_another();
-    auto seen = child.get("parent");
-    if (!seen.ok() || !seen->has_value() || (*seen)->value != "hello") ::_exit(1);
-    auto lease = child.leases().grant(10s);
-    if (!lease.ok()) ::_exit(2);
-    if (!child.put("child", lease->to_string(), Put::with_lease(*lease)).ok()) ::_exit(3);
+  pid_t pid = zaris::test::fork_child([&] {
+    auto child = Client::open(name, options());
+    if (!child) return 1;
+    auto seen = child->get("parent");
+    if (!seen.ok() || !seen->has_value() || (*seen)->value != "hello") return 1;
+    auto lease = child->leases().grant(10s);
+    if (!lease.ok()) return 2;
+    if (!child->put("child", lease->to_string(), Put::with_lease(*lease)).ok()) return 3;
     // The parent's lease is unbound: another process may keep it alive.
-    if (!child.leases().keep_alive(*mine).ok()) ::_exit(4);
-    ::_exit(0);
-  }
+    if (!child->leases().keep_alive(*mine).ok()) return 4;
+    return 0;
+  });
   BOOST_REQUIRE(wait_exit(pid) == 0);
   auto from_child = client->get("child");
   BOOST_REQUIRE(from_child->has_value());
@@ -53,13 +53,13 @@ BOOST_FIXTURE_TEST_CASE(two_processes_see_each_others_data, SegmentFixture) {
 
 BOOST_FIXTURE_TEST_CASE(a_holder_killed_mid_operation_is_repaired, SegmentFixture) {
   BOOST_REQUIRE(client->put("k", "before").ok());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    Client child = open_another();
+  pid_t pid = zaris::test::fork_child([&] {
+    auto child = Client::open(name, options());
+    if (!child) return 1;
     zaris::segment::crash::arm(3, SIGKILL);  // dies inside the put, holding the lock
-    (void)child.put("k", "after-after-after");
-    ::_exit(0);
-  }
+    (void)child->put("k", "after-after-after");
+    return 0;
+  });
   BOOST_REQUIRE(wait_exit(pid) == 128 + SIGKILL);
   auto kv = client->get("k");
   BOOST_REQUIRE(kv.ok());
@@ -70,31 +70,45 @@ BOOST_FIXTURE_TEST_CASE(a_holder_killed_mid_operation_is_repaired, SegmentFixtur
 }
 
 BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixture) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    Client child = open_another();
+  auto lease = client->leases().grant(10s);
+  BOOST_REQUIRE(lease.ok());
+  pid_t pid = zaris::test::fork_child([&] {
+    auto child = Client::open(name, options());
+    if (!child) return 1;
     zaris::segment::crash::arm(1, SIGSTOP);  // freezes holding the lock
-    ::_exit(child.put("from-child", "v").ok() ? 0 : 1);
-  }
+    return child->put("from-child", "v").ok() ? 0 : 2;
+  });
+  // Whatever happens below, the child does not stay stopped.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;  // already reaped
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  };
   int status = 0;
   BOOST_REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
   BOOST_REQUIRE(WIFSTOPPED(status));
-  zaris::ClientOptions impatient;
-  impatient.clock = clock;
-  impatient.lock_timeout = 50ms;
-  auto waiting = Client::open(name, impatient);
-  BOOST_REQUIRE(waiting.ok());
-  auto busy = waiting->put("k", "v");
-  BOOST_REQUIRE(busy.code() == Errc::busy);
-  std::printf("a stopped holder, as a user sees it: %s\n", busy.error().message.c_str());
-  BOOST_TEST(busy.error().message.find("pid " + std::to_string(pid)) != std::string::npos);
-  BOOST_TEST(waiting->get("k").code() == Errc::busy);
-  // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
-  BOOST_TEST(waiting->leases().keep_alive(zaris::LeaseId(1)).code() == Errc::not_found);
-  ::kill(pid, SIGCONT);
-  BOOST_REQUIRE(wait_exit(pid) == 0);
-  BOOST_TEST(waiting->put("k", "v").ok());
-  BOOST_TEST(waiting->get("from-child")->has_value());
+  {
+    Reaper reaper{pid};
+    zaris::ClientOptions impatient = options();
+    impatient.lock_timeout = 50ms;
+    auto waiting = Client::open(name, impatient);
+    BOOST_REQUIRE(waiting.ok());
+    auto busy = waiting->put("k", "v");
+    BOOST_REQUIRE(busy.code() == Errc::busy);
+    std::printf("a stopped holder, as a user sees it: %s\n", busy.error().message.c_str());
+    BOOST_TEST(busy.error().message.find("pid " + std::to_string(pid)) != std::string::npos);
+    BOOST_TEST(waiting->get("k").code() == Errc::busy);
+    // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
+    BOOST_TEST(waiting->leases().keep_alive(*lease).ok());
+    ::kill(pid, SIGCONT);
+    BOOST_REQUIRE(wait_exit(pid) == 0);
+    reaper.pid = 0;
+    BOOST_TEST(waiting->put("k", "v").ok());
+    BOOST_TEST(waiting->get("from-child")->has_value());
+  }
   require_consistent();
 }
 

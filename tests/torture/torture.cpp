@@ -11,6 +11,7 @@
 // that it can stop time while it verifies.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,11 +40,13 @@ constexpr int kMaxWorkers = 32;
 constexpr int kKeys = 16;  // plain keys w<i>/k<j> and leased keys w<i>/l<j>
 constexpr std::int64_t kLeaseTtlNs = 2'000'000'000;
 
-// What a key holds: absent, or a value (by sequence number) and a lease.
+// What a key holds: absent, or a value (by sequence number), a lease, and
+// (for plain keys) its mod revision.
 struct KeyState {
   std::uint64_t present;
   std::uint64_t seq;
   std::uint64_t lease;
+  std::uint64_t mod_revision;
 };
 
 // One key's record. done[current] is the last completed state; while
@@ -89,7 +92,7 @@ class SharedClock final : public zaris::Clock {
 zaris::ClientOptions client_options(Shared* shared) {
   zaris::ClientOptions options;
   options.clock = std::make_shared<SharedClock>(&shared->now_ns);
-  options.lock_timeout = 10s;
+  options.lock_timeout = 60s;  // a loaded 2-core machine may stall a holder for long
   return options;
 }
 
@@ -101,23 +104,32 @@ std::string value_of(std::uint64_t seq) {
   return "value-" + std::to_string(seq);
 }
 
-void begin(KeyRecord& r, KeyState intent) {
-  r.intent = intent;
-  r.pending.store(1, std::memory_order_release);
-}
-
-void finish(KeyRecord& r) {
-  std::uint32_t next = 1 - r.current.load(std::memory_order_relaxed);
-  r.done[next] = r.intent;
-  r.current.store(next, std::memory_order_release);
-  r.pending.store(0, std::memory_order_release);
-}
-
 const KeyState& done(const KeyRecord& r) {
   return r.done[r.current.load()];
 }
 
+void set_done(KeyRecord& r, const KeyState& state) {
+  std::uint32_t next = 1 - r.current.load(std::memory_order_relaxed);
+  r.done[next] = state;
+  r.current.store(next, std::memory_order_release);
+  r.pending.store(0, std::memory_order_release);
+}
+
+// Whether `seen` (present?, value, lease) matches a recorded state.
+bool matches(const KeyState& state, const std::optional<zaris::KeyValue>& seen) {
+  if (!state.present) return !seen.has_value();
+  return seen.has_value() && seen->value == value_of(state.seq) &&
+         seen->lease.value() == state.lease;
+}
+
+// The state as readers must see it now: a leased key whose lease is gone is absent.
+KeyState as_seen(Client& c, const KeyState& s) {
+  if (!s.present || s.lease == 0) return s;
+  return c.leases().time_to_live(LeaseId(s.lease)) ? s : KeyState{0, 0, 0, 0};
+}
+
 [[noreturn]] void worker(Shared* shared, const std::string& segment, int id, unsigned seed) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   auto opened = Client::open(segment, client_options(shared));
   if (!opened) {
     std::fprintf(stderr, "worker %d: %s\n", id, opened.error().message.c_str());
@@ -126,18 +138,59 @@ const KeyState& done(const KeyRecord& r) {
   Client& c = *opened;
   Slot& slot = shared->slots[id];
   std::mt19937 rng(seed);
-  auto violation = [&](const char* what, const zaris::Error* e) {
-    std::fprintf(stderr, "worker %d: violation: %s%s%s\n", id, what, e ? ": " : "",
+  auto violation = [&](const std::string& what, const zaris::Error* e) {
+    std::fprintf(stderr, "worker %d: violation: %s%s%s\n", id, what.c_str(), e ? ": " : "",
                  e ? e->message.c_str() : "");
     shared->violations.fetch_add(1);
   };
+  auto begin = [&](KeyRecord& r, KeyState intent) {
+    if (r.pending.load()) violation("test bug: a record begun twice", nullptr);
+    r.intent = intent;
+    r.pending.store(1, std::memory_order_release);
+  };
+  // A predecessor killed mid-operation left records pending: its operation
+  // happened whole or not at all, and the store says which.
+  for (int leased = 0; leased < 2; ++leased) {
+    for (int j = 0; j < kKeys; ++j) {
+      KeyRecord& r = leased ? slot.leased[j] : slot.plain[j];
+      if (!r.pending.load()) continue;
+      auto got = c.get(key_name(id, leased != 0, j));
+      if (!got) {
+        violation("get", &got.error());
+        continue;
+      }
+      std::uint64_t mod = got->has_value() ? (*got)->mod_revision : 0;
+      if (matches(as_seen(c, r.intent), *got)) {
+        KeyState state = r.intent;
+        state.mod_revision = mod;
+        set_done(r, got->has_value() ? state : KeyState{0, 0, 0, 0});
+      } else if (matches(as_seen(c, done(r)), *got)) {
+        KeyState state = done(r);
+        state.mod_revision = mod;
+        set_done(r, got->has_value() ? state : KeyState{0, 0, 0, 0});
+      } else {
+        violation("key " + key_name(id, leased != 0, j) +
+                      " holds neither its last write nor the one its writer died in",
+                  nullptr);
+        r.pending.store(0);
+      }
+    }
+  }
   LeaseId lease;
+  std::int64_t renewed_at = 0;  // shared-clock time just before the last grant or keep-alive
+  // A lease may be lost only once its TTL has passed since it was renewed.
+  auto lost_lease = [&](const char* where) {
+    if (shared->now_ns.load() < renewed_at + kLeaseTtlNs)
+      violation(std::string("lease lost before its TTL passed, in ") + where, nullptr);
+    lease = LeaseId();
+  };
   std::uint64_t last_revision = 0;
   auto saw_revision = [&](std::uint64_t revision) {
     if (revision <= last_revision) violation("store revision went backwards", nullptr);
     last_revision = revision;
   };
   for (;;) {
+    std::int64_t before = shared->now_ns.load();
     if (!lease) {
       auto granted = c.leases().grant(std::chrono::nanoseconds(kLeaseTtlNs));
       if (!granted) {
@@ -145,113 +198,110 @@ const KeyState& done(const KeyRecord& r) {
         continue;
       }
       lease = *granted;
+      renewed_at = before;
     } else if (auto kept = c.leases().keep_alive(lease); !kept) {
       if (kept.code() != Errc::lease_lost) violation("keep_alive", &kept.error());
-      lease = LeaseId();  // lapsed (a stall longer than the TTL): take a new one
+      lost_lease("keep_alive");
       continue;
+    } else {
+      renewed_at = before;
     }
     int j = static_cast<int>(rng() % kKeys);
     std::uint64_t seq = slot.seq.fetch_add(1) + 1;
     switch (rng() % 10) {
       case 0:
       case 1:
-      case 2: {  // plain put
+      case 2: {  // put, conditional on the mod revision we last wrote: a lost write fails it
         KeyRecord& r = slot.plain[j];
-        begin(r, {1, seq, 0});
-        auto put = c.put(key_name(id, false, j), value_of(seq));
+        KeyState last = done(r);
+        begin(r, {1, seq, 0, 0});
+        auto put =
+            c.put(key_name(id, false, j), value_of(seq), Put::at_revision(last.mod_revision));
         if (!put) {
           violation("put", &put.error());
+          r.pending.store(0);
           break;
         }
-        finish(r);
+        set_done(r, {1, seq, 0, put->revision});
         saw_revision(put->revision);
         break;
       }
       case 3:
       case 4: {  // put with the lease
         KeyRecord& r = slot.leased[j];
-        begin(r, {1, seq, lease.value()});
+        begin(r, {1, seq, lease.value(), 0});
         auto put = c.put(key_name(id, true, j), value_of(seq), Put::with_lease(lease));
         if (!put) {
           if (put.code() != Errc::lease_lost) violation("put with lease", &put.error());
-          // Nothing changed: the record goes back to what it was.
-          r.intent = done(r);
-          finish(r);
-          lease = LeaseId();
+          r.pending.store(0);  // nothing changed
+          lost_lease("put");
           break;
         }
-        finish(r);
+        set_done(r, {1, seq, lease.value(), put->revision});
         saw_revision(put->revision);
         break;
       }
-      case 5: {  // conditional put on the current mod revision
+      case 5: {  // read back a key only we write
         KeyRecord& r = slot.plain[j];
         auto kv = c.get(key_name(id, false, j));
         if (!kv) {
           violation("get", &kv.error());
           break;
         }
-        bool present = kv->has_value();
-        auto same = [&](const KeyState& state) {
-          return present == (state.present != 0) &&
-                 (!present || (*kv)->value == value_of(state.seq));
-        };
-        if (r.pending.load()) {
-          // A predecessor died during this key's operation: it happened or not.
-          if (same(r.intent)) {
-            finish(r);
-          } else {
-            r.pending.store(0);
-          }
-        }
-        if (!same(done(r))) {
-          violation("a completed write is not what get returns", nullptr);
-          break;
-        }
-        std::uint64_t mod = present ? (*kv)->mod_revision : 0;
-        begin(r, {1, seq, 0});
-        auto put = c.put(key_name(id, false, j), value_of(seq), Put::at_revision(mod));
-        if (!put) {
-          violation("conditional put", &put.error());
-          break;
-        }
-        finish(r);
-        saw_revision(put->revision);
+        const KeyState& expect = done(r);
+        if (!matches(expect, *kv) ||
+            (kv->has_value() && (*kv)->mod_revision != expect.mod_revision))
+          violation("get does not return the last completed write of " + key_name(id, false, j),
+                    nullptr);
         break;
       }
       case 6: {  // delete
         KeyRecord& r = slot.plain[j];
-        begin(r, {0, 0, 0});
+        std::uint64_t was = done(r).present;
+        begin(r, {0, 0, 0, 0});
         auto del = c.del(key_name(id, false, j));
         if (!del) {
           violation("del", &del.error());
+          r.pending.store(0);
           break;
         }
-        finish(r);
+        if (del->deleted != was)
+          violation("del deleted a key that was not there, or missed one", nullptr);
+        set_done(r, {0, 0, 0, 0});
         break;
       }
       case 7: {  // prefix delete: w<i>/k1 takes k1 and k10..k15
         std::string prefix = "w" + std::to_string(id) + "/k1";
         std::vector<int> hit;
-        for (int k = 0; k < kKeys; ++k)
-          if (key_name(id, false, k).starts_with(prefix)) hit.push_back(k);
-        for (int k : hit) begin(slot.plain[k], {0, 0, 0});
+        std::uint64_t present = 0;
+        for (int k = 0; k < kKeys; ++k) {
+          if (!key_name(id, false, k).starts_with(prefix)) continue;
+          hit.push_back(k);
+          present += done(slot.plain[k]).present;
+        }
+        for (int k : hit) begin(slot.plain[k], {0, 0, 0, 0});
         auto del = c.del_prefix(prefix);
         if (!del) {
           violation("del_prefix", &del.error());
+          for (int k : hit) slot.plain[k].pending.store(0);
           break;
         }
-        for (int k : hit) finish(slot.plain[k]);
+        if (del->deleted != present)
+          violation("del_prefix deleted the wrong number of keys", nullptr);
+        for (int k : hit) set_done(slot.plain[k], {0, 0, 0, 0});
         break;
       }
-      case 8: {  // revoke the lease: every leased key goes
+      case 8: {  // revoke the lease: every key written with it goes
         if (rng() % 8 != 0) break;
-        for (auto& r : slot.leased)
-          if (done(r).lease == lease.value()) begin(r, {0, 0, 0});
+        std::vector<int> begun;
+        for (int k = 0; k < kKeys; ++k) {
+          if (done(slot.leased[k]).lease != lease.value()) continue;
+          begin(slot.leased[k], {0, 0, 0, 0});
+          begun.push_back(k);
+        }
         auto revoked = c.leases().revoke(lease);
         if (!revoked && revoked.code() != Errc::lease_lost) violation("revoke", &revoked.error());
-        for (auto& r : slot.leased)
-          if (r.pending.load()) finish(r);
+        for (int k : begun) set_done(slot.leased[k], {0, 0, 0, 0});
         lease = LeaseId();
         break;
       }
@@ -266,13 +316,6 @@ const KeyState& done(const KeyRecord& r) {
     }
     slot.completed.fetch_add(1, std::memory_order_relaxed);
   }
-}
-
-// Whether `seen` (present?, value, lease) matches a recorded state.
-bool matches(const KeyState& state, const std::optional<zaris::KeyValue>& seen) {
-  if (!state.present) return !seen.has_value();
-  return seen.has_value() && seen->value == value_of(state.seq) &&
-         seen->lease.value() == state.lease;
 }
 
 }  // namespace
@@ -295,11 +338,10 @@ int main(int argc, char** argv) {
   if (map == MAP_FAILED) return 2;
   auto* shared = new (map) Shared();
   shared->now_ns.store(real_now());
-  const std::int64_t offset = 0;
 
   std::string segment = "zaris-torture-" + std::to_string(::getpid());
   zaris::SegmentOptions options;
-  options.max_leases = 256;
+  options.max_leases = 1024;  // killed workers leave leases behind until their TTL
   options.max_keys = 1024;
   options.max_key_bytes = 32;
   options.max_value_bytes = 32;
@@ -327,7 +369,7 @@ int main(int argc, char** argv) {
     auto pause = std::chrono::microseconds(1000 + rng() % 19000);
     auto until = std::chrono::steady_clock::now() + pause;
     while (std::chrono::steady_clock::now() < until) {
-      shared->now_ns.store(real_now() + offset);
+      shared->now_ns.store(real_now());
       std::this_thread::sleep_for(200us);
     }
     int victim = static_cast<int>(rng() % workers);
@@ -344,8 +386,14 @@ int main(int argc, char** argv) {
   }
   for (int id = 0; id < workers; ++id) {
     ::kill(pids[id], SIGKILL);
-    ::waitpid(pids[id], nullptr, 0);
-    ++killed;
+    int status = 0;
+    ::waitpid(pids[id], &status, 0);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+      ++killed;
+    } else {
+      std::fprintf(stderr, "torture: worker %d ended by itself (status %d)\n", id, status);
+      shared->violations.fetch_add(1);
+    }
   }
   // Time stands still from here: leases neither lapse nor get renewed.
   std::uint64_t completed = 0;
@@ -373,17 +421,10 @@ int main(int argc, char** argv) {
           continue;
         }
         ++keys_checked;
-        KeyState expect = done(r);
-        std::optional<KeyState> maybe;
-        if (r.pending.load()) maybe = r.intent;
         // A leased key whose lease no longer lives is gone, whatever was written.
-        auto alive = [&](const KeyState& s) {
-          if (!s.present || s.lease == 0) return s;
-          auto ttl = client.leases().time_to_live(LeaseId(s.lease));
-          return ttl ? s : KeyState{0, 0, 0};
-        };
-        expect = alive(expect);
-        if (maybe) maybe = alive(*maybe);
+        KeyState expect = as_seen(client, done(r));
+        std::optional<KeyState> maybe;
+        if (r.pending.load()) maybe = as_seen(client, r.intent);
         if (!matches(expect, *got) && !(maybe && matches(*maybe, *got)))
           report("key " + key_name(id, leased != 0, j) + " is " +
                  (got->has_value() ? "\"" + (*got)->value + "\"" : std::string("absent")) +
@@ -399,10 +440,19 @@ int main(int argc, char** argv) {
   if (!remaining) {
     report(remaining.error().message);
   } else {
-    for (auto& kv : remaining->kvs)
+    for (auto& kv : remaining->kvs) {
       if (kv.lease) report("leased key " + kv.key + " outlived its lease");
+      if (!kv.key.starts_with("w") && kv.key != "~reap") report("a key nobody wrote: " + kv.key);
+    }
   }
   if (auto again = client.check(); !again || !again->empty()) report("check after expiry");
+  // The run must have done what it claims to test.
+  if (completed == 0) report("no operation completed");
+  if (keys_checked != static_cast<std::uint64_t>(workers) * 2 * kKeys)
+    report("keys left unverified");
+  auto repaired = client.info();
+  if (seconds >= 5 && (!repaired || repaired->recoveries == 0))
+    report("no kill ever landed inside an operation");
 
   auto info = client.info();
   std::printf(

@@ -97,6 +97,44 @@ BOOST_AUTO_TEST_CASE(replay_refuses_untrusted_records_and_writes_nothing) {
   BOOST_TEST(replay(image.bytes.get(), image.layout).code() == zaris::Errc::corrupt_segment);
 }
 
+BOOST_AUTO_TEST_CASE(one_bad_record_stops_the_whole_replay) {
+  // A good record first, then a bad one: replay validates everything before
+  // it restores anything, so the good one is not applied either.
+  Image image;
+  StoreState& st = image.state();
+  st.revision = 9;
+  Tx tx(image.bytes.get(), image.layout);
+  tx.set(st.revision, std::uint64_t{10});
+  std::uint64_t used = image.journal().used_bytes.load();
+  image.raw_record(used, image.layout.total_bytes, 8, 0);
+  image.journal().used_bytes.store(used + 24);
+  BOOST_TEST(replay(image.bytes.get(), image.layout).code() == zaris::Errc::corrupt_segment);
+  BOOST_TEST(st.revision == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(record_bounds_are_exact) {
+  Image probe;
+  const Layout& l = probe.layout;
+  std::uint64_t state_end = l.control_offset + offsetof(Control, state) + sizeof(StoreState);
+  struct Case {
+    std::uint64_t offset;
+    std::uint32_t length;
+    bool ok;
+  };
+  for (Case c : {Case{state_end - 8, 8, true}, Case{state_end - 8, 16, false},
+                 Case{l.total_bytes - 8, 8, true}, Case{l.total_bytes - 8, 9, false},
+                 Case{l.total_bytes, 0, true}, Case{l.leases_offset - 8, 8, false}}) {
+    Image image;
+    image.raw_record(0, c.offset, c.length, 0);
+    image.journal().used_bytes.store(16 + (std::uint64_t{c.length} + 7) / 8 * 8);
+    BOOST_TEST(replay(image.bytes.get(), image.layout).ok() == c.ok,
+               "offset " << c.offset << " length " << c.length);
+  }
+  Image image;
+  image.journal().used_bytes.store(12);  // not a whole number of words
+  BOOST_TEST(replay(image.bytes.get(), image.layout).code() == zaris::Errc::corrupt_segment);
+}
+
 BOOST_AUTO_TEST_CASE(a_transaction_too_large_for_the_journal_aborts) {
   Image image;
   Tx tx(image.bytes.get(), image.layout);
