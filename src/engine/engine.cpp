@@ -216,7 +216,7 @@ void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   e.reason = reason;
   char* data = reinterpret_cast<char*>(&e + 1);
   std::memcpy(data, name.data(), name.size());
-  std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
+  if (!value.empty()) std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
   tx.set(ring.head, index + 1);
   t_wakeups.events = true;
   channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
@@ -673,7 +673,7 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
         return Error{Errc::no_space,
                      "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
       KeySlotHeader& k = store_.key(slot);
-      std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh slot
+      if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
       k.value_len = static_cast<std::uint32_t>(value.size());
     } else {
       KeySlotHeader& k = store_.key(slot);

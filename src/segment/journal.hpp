@@ -57,6 +57,7 @@ class Tx {
     field.store(value, std::memory_order_release);
   }
   void write_bytes(void* dst, const void* src, std::size_t n) {
+    if (n == 0) return;  // nothing changes (and src may be null)
     std::memcpy(begin_record(dst, n), dst, n);
     publish_record(n);
     crash::step();

@@ -36,6 +36,11 @@ BOOST_FIXTURE_TEST_CASE(bytes_with_zeros_round_trip, SegmentFixture) {
   BOOST_TEST(!client->get(std::string("k\0e", 3))->has_value());
   BOOST_REQUIRE(client->put("empty-value", "").ok());
   BOOST_TEST((*client->get("empty-value"))->value.empty());
+  // A null, empty view (found by the fuzzer: memcpy from null is undefined).
+  BOOST_REQUIRE(client->put("null-value", std::string_view()).ok());
+  BOOST_REQUIRE(client->put("null-value", std::string_view()).ok());
+  BOOST_TEST((*client->get("null-value"))->version == 2u);
+  BOOST_REQUIRE(client->del("null-value").ok());
 }
 
 BOOST_FIXTURE_TEST_CASE(get_into_reuses_the_buffers, SegmentFixture) {
