@@ -29,6 +29,8 @@ enum class Errc : std::uint8_t {
   permission_denied,     // the segment's mode does not let us open it
   io_error,              // any other operating-system failure
   compacted,             // a watcher fell behind the event history it asked for
+  timed_out,             // a wait (lock, campaign) ended at its deadline
+  not_owner,             // unlock, proclaim or resign by one that does not hold it
 };
 
 // A stable lowercase name for the code, e.g. "lease_lost".

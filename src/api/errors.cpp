@@ -36,6 +36,10 @@ std::string_view errc_name(Errc code) noexcept {
       return "io_error";
     case Errc::compacted:
       return "compacted";
+    case Errc::timed_out:
+      return "timed_out";
+    case Errc::not_owner:
+      return "not_owner";
   }
   return "unknown";
 }

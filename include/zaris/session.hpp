@@ -1,0 +1,63 @@
+// A session: one lease bound to this process, kept alive in the background.
+// Mutexes and elections hold their keys under a session's lease, so that a
+// holder that stops renewing (hung, or dead) loses them at the TTL.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "zaris/client.hpp"
+
+namespace zaris {
+
+struct SessionOptions {
+  std::chrono::nanoseconds ttl = std::chrono::seconds(10);
+  // Called once, from the keep-alive thread, the moment renewal fails.
+  std::function<void()> on_lost;
+};
+
+// Renews its lease every TTL/3 from a thread of its own. The first renewal
+// that fails (the lease expired or was revoked behind its back) marks it lost
+// at once: lost() turns true and on_lost runs. A lost session stays lost.
+//
+// fork(): the child gets a copy of this object but not its thread; nobody
+// renews for the child, and the child must not use it (not even close() or the
+// destructor's revoke matter to the parent's lease, which the parent keeps
+// renewing). A child that needs a session creates its own.
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> create(Client& client, SessionOptions options = {});
+  ~Session();  // close()
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  Client& client() const { return client_; }
+  LeaseId lease() const { return lease_; }
+  std::chrono::nanoseconds ttl() const { return options_.ttl; }
+  bool lost() const { return lost_.load(std::memory_order_acquire); }
+  // Stops renewing and revokes the lease (and with it every key held under
+  // it). Idempotent.
+  Result<void> close();
+
+ private:
+  Session(Client& client, LeaseId lease, SessionOptions options);
+  void renew_loop();
+  void mark_lost();
+
+  Client& client_;
+  LeaseId lease_;
+  SessionOptions options_;
+  std::atomic<bool> lost_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool closed_ = false;
+  std::thread renewer_;
+};
+
+}  // namespace zaris

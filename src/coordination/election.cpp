@@ -1,0 +1,111 @@
+#include "zaris/election.hpp"
+
+#include "coordination/queue.hpp"
+
+namespace zaris {
+
+Election::Election(Session& session, std::string name)
+    : session_(session),
+      name_(std::move(name)),
+      key_(coordination::contender_key(name_, session.lease())) {}
+
+Result<void> Election::campaign(std::string_view value, std::chrono::nanoseconds timeout) {
+  Client& client = session_.client();
+  auto created = coordination::join(client, key_, value, session_.lease());
+  if (!created) return std::move(created).error();
+  auto now = std::chrono::steady_clock::now();
+  auto deadline =
+      timeout > std::chrono::steady_clock::time_point::max() - now
+          ? std::chrono::steady_clock::time_point::max()
+          : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  auto elected = coordination::wait_for_head(client, name_, key_, *created, deadline);
+  if (!elected) {
+    (void)client.del(key_);
+    return elected;
+  }
+  created_ = *created;
+  // A value given to a campaign that joined an existing key (same session).
+  auto current = client.get(key_);
+  if (current && current->has_value() && (*current)->value != value) return proclaim(value);
+  return {};
+}
+
+Result<void> Election::proclaim(std::string_view value) {
+  Client& client = session_.client();
+  if (created_ == 0) return Error{Errc::not_owner, "not the leader of " + name_};
+  auto where = coordination::place(client, name_, key_, created_);
+  if (!where) return std::move(where).error();
+  if (!where->present || !where->head)
+    return Error{Errc::not_owner, "no longer the leader of " + name_};
+  auto kv = client.get(key_);
+  if (!kv) return std::move(kv).error();
+  if (!kv->has_value()) return Error{Errc::not_owner, "no longer the leader of " + name_};
+  // Conditional on our key as it is: a lease that ended in between fails it.
+  auto put =
+      client.put(key_, value, Put::at_revision((*kv)->mod_revision).and_lease(session_.lease()));
+  if (!put) {
+    if (put.code() == Errc::revision_mismatch || put.code() == Errc::lease_lost)
+      return Error{Errc::not_owner, "no longer the leader of " + name_};
+    return std::move(put).error();
+  }
+  return {};
+}
+
+Result<void> Election::resign() {
+  auto deleted = session_.client().del(key_);
+  if (!deleted) return std::move(deleted).error();
+  created_ = 0;
+  return {};
+}
+
+Result<std::optional<KeyValue>> Election::leader() {
+  return coordination::head(session_.client(), name_);
+}
+
+Result<Election::Observer> Election::observe() {
+  Client& client = session_.client();
+  // A snapshot, then every event after it: nothing falls in between.
+  auto snapshot = client.get_prefix(name_ + "/");
+  if (!snapshot) return std::move(snapshot).error();
+  auto watcher = client.watch(name_ + "/", WatchOptions{true, snapshot->revision + 1});
+  if (!watcher) return std::move(watcher).error();
+  return Observer(std::move(*watcher), std::move(snapshot->kvs));
+}
+
+Election::Observer::Observer(Watcher watcher, std::vector<KeyValue> candidates)
+    : watcher_(std::move(watcher)), candidates_(std::move(candidates)) {
+  note_head();
+}
+
+void Election::Observer::note_head() {
+  const KeyValue* head = nullptr;
+  for (const KeyValue& kv : candidates_)
+    if (head == nullptr || kv.create_revision < head->create_revision) head = &kv;
+  KeyValue now = head != nullptr ? *head : KeyValue{};
+  bool first = pending_.empty() && last_.key.empty() && last_.mod_revision == 0;
+  if (first && now.key.empty()) return;  // no leader at the start: nothing to say
+  if (now.key == last_.key && now.mod_revision == last_.mod_revision) return;
+  last_ = now;
+  pending_.push_back(std::move(now));
+}
+
+Result<std::optional<KeyValue>> Election::Observer::next(std::chrono::nanoseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pending_.empty()) {
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds(0)) return std::optional<KeyValue>();
+    auto events = watcher_.wait(left);
+    if (!events) return std::move(events).error();
+    for (Event& e : *events) {
+      auto same_key = [&](const KeyValue& kv) { return kv.key == e.kv.key; };
+      std::erase_if(candidates_, same_key);
+      if (e.type == EventType::put) candidates_.push_back(std::move(e.kv));
+      note_head();  // after each event: a leader that came and went is still seen
+    }
+  }
+  KeyValue leader = std::move(pending_.front());
+  pending_.pop_front();
+  return std::optional<KeyValue>(std::move(leader));
+}
+
+}  // namespace zaris

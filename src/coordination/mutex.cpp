@@ -1,0 +1,69 @@
+#include "zaris/mutex.hpp"
+
+#include "coordination/queue.hpp"
+
+namespace zaris {
+
+namespace {
+
+std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
+  auto now = std::chrono::steady_clock::now();
+  if (timeout > std::chrono::steady_clock::time_point::max() - now)
+    return std::chrono::steady_clock::time_point::max();
+  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+}
+
+}  // namespace
+
+Mutex::Mutex(Session& session, std::string name)
+    : session_(session),
+      name_(std::move(name)),
+      key_(coordination::contender_key(name_, session.lease())) {}
+
+Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
+  Client& client = session_.client();
+  auto created = coordination::join(client, key_, "", session_.lease());
+  if (!created) return std::move(created).error();
+  auto turn = coordination::wait_for_head(client, name_, key_, *created, deadline_after(timeout));
+  if (!turn) {
+    // Leave the queue rather than block those behind us.
+    (void)client.del(key_);
+    return turn;
+  }
+  token_ = *created;
+  return {};
+}
+
+Result<bool> Mutex::try_lock() {
+  Client& client = session_.client();
+  auto created = coordination::join(client, key_, "", session_.lease());
+  if (!created) return std::move(created).error();
+  auto where = coordination::place(client, name_, key_, *created);
+  if (!where) return std::move(where).error();
+  if (!where->present) return Error{Errc::lease_lost, "contender key " + key_ + " is gone"};
+  if (!where->head) {
+    (void)client.del(key_);
+    return false;
+  }
+  token_ = *created;
+  return true;
+}
+
+Result<void> Mutex::unlock() {
+  auto deleted = session_.client().del(key_);
+  if (!deleted) return std::move(deleted).error();
+  std::uint64_t token = token_;
+  token_ = 0;
+  if (deleted->deleted == 0 || token == 0)
+    return Error{Errc::not_owner, "mutex " + name_ + " was not held (or its lease ended)"};
+  return {};
+}
+
+Result<bool> Mutex::is_owner() {
+  if (token_ == 0) return false;
+  auto where = coordination::place(session_.client(), name_, key_, token_);
+  if (!where) return std::move(where).error();
+  return where->present && where->head;
+}
+
+}  // namespace zaris

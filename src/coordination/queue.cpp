@@ -1,0 +1,76 @@
+#include "coordination/queue.hpp"
+
+namespace zaris::coordination {
+
+namespace {
+
+std::string prefix_of(std::string_view name) {
+  return std::string(name) + "/";
+}
+
+}  // namespace
+
+std::string contender_key(std::string_view name, LeaseId lease) {
+  return prefix_of(name) + lease.to_string();
+}
+
+Result<std::uint64_t> join(Client& client, const std::string& key, std::string_view value,
+                           LeaseId lease) {
+  auto put = client.put(key, value, Put::absent().and_lease(lease));
+  if (put) return put->revision;
+  if (put.code() != Errc::already_exists) return std::move(put).error();
+  // Already queued under this lease (a second lock on one session): same place.
+  auto existing = client.get(key);
+  if (!existing) return std::move(existing).error();
+  if (!existing->has_value()) return Error{Errc::lease_lost, "contender key " + key + " vanished"};
+  return (*existing)->create_revision;
+}
+
+Result<Place> place(Client& client, std::string_view name, const std::string& key,
+                    std::uint64_t created) {
+  auto all = client.get_prefix(prefix_of(name), RangeOptions{true, 0});
+  if (!all) return std::move(all).error();
+  Place where;
+  where.head = true;
+  for (KeyValue& kv : all->kvs) {
+    if (kv.key == key) {
+      where.present = kv.create_revision == created;
+      continue;
+    }
+    if (kv.create_revision < created &&
+        (where.head || kv.create_revision > where.predecessor.create_revision)) {
+      where.head = false;
+      where.predecessor = std::move(kv);
+    }
+  }
+  return where;
+}
+
+Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
+                           std::uint64_t created, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto where = place(client, name, key, created);
+    if (!where) return std::move(where).error();
+    if (!where->present)
+      return Error{Errc::lease_lost, "contender key " + key + " is gone: its lease ended"};
+    if (where->head) return {};
+    auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds(0))
+      return Error{Errc::timed_out, "not at the head of " + std::string(name) + " in time"};
+    // Sleeps until the predecessor goes (or its lease's deadline passes).
+    auto changed =
+        client.wait_for_change(where->predecessor.key, where->predecessor.mod_revision, left);
+    if (!changed) return std::move(changed).error();
+  }
+}
+
+Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
+  auto all = client.get_prefix(prefix_of(name));
+  if (!all) return std::move(all).error();
+  std::optional<KeyValue> first;
+  for (KeyValue& kv : all->kvs)
+    if (!first || kv.create_revision < first->create_revision) first = std::move(kv);
+  return first;
+}
+
+}  // namespace zaris::coordination

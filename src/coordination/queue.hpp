@@ -1,0 +1,42 @@
+// The queue under a name that mutexes and elections share, as etcd's recipes
+// do: each contender puts a key NAME/<lease id> under its session's lease; the
+// live key with the lowest create revision is at the head. A contender waits
+// for its predecessor (the key with the highest create revision below its
+// own) to go, and for nothing else: one release wakes one waiter.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "zaris/client.hpp"
+
+namespace zaris::coordination {
+
+// The key a session's lease contends with under `name`.
+std::string contender_key(std::string_view name, LeaseId lease);
+
+// Puts our key (value, under the lease) unless it is there already; returns
+// its create revision, our place in the queue.
+Result<std::uint64_t> join(Client& client, const std::string& key, std::string_view value,
+                           LeaseId lease);
+
+struct Place {
+  bool present = false;  // our key is still there
+  bool head = false;     // nobody is before us
+  KeyValue predecessor;  // when !head: the one just before us
+};
+
+// Where `key` (created at `created`) stands under `name`. O(contenders).
+Result<Place> place(Client& client, std::string_view name, const std::string& key,
+                    std::uint64_t created);
+
+// Waits until `key` is at the head, or `deadline` (steady clock) passes:
+// Errc::timed_out. Errc::lease_lost if our key vanished (the lease ended).
+Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
+                           std::uint64_t created, std::chrono::steady_clock::time_point deadline);
+
+// The head of the queue under `name`, if any.
+Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
+
+}  // namespace zaris::coordination

@@ -1,0 +1,212 @@
+// Sessions, mutexes and elections within one process (threads, fake clock).
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include <thread>
+
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Election;
+using zaris::Errc;
+using zaris::Mutex;
+using zaris::Session;
+using zaris::SessionOptions;
+using zaris::test::SegmentFixture;
+
+namespace {
+
+std::unique_ptr<Session> session(zaris::Client& client, std::chrono::nanoseconds ttl = 10s,
+                                 std::function<void()> on_lost = {}) {
+  auto s = Session::create(client, SessionOptions{ttl, std::move(on_lost)});
+  BOOST_REQUIRE(s.ok());
+  return std::move(*s);
+}
+
+// Waits (really) until `predicate` holds, for at most 10 s.
+template <typename Predicate>
+bool eventually(Predicate predicate) {
+  for (int i = 0; i < 10000; ++i) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return predicate();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(coordination)
+
+BOOST_FIXTURE_TEST_CASE(session_lease_is_bound_and_kept_alive, SegmentFixture) {
+  auto s = session(*client, 300ms);
+  auto info = client->leases().time_to_live(s->lease());
+  BOOST_REQUIRE(info.ok());
+  BOOST_TEST(info->bound_to_process);
+  // Renewed every 100 ms: after 250 ms of fake time and a renewal, still alive.
+  clock->advance(250ms);
+  BOOST_TEST(
+      eventually([&] { return client->leases().time_to_live(s->lease())->remaining > 250ms; }));
+  BOOST_TEST(!s->lost());
+  BOOST_REQUIRE(s->close().ok());
+  BOOST_TEST(client->leases().time_to_live(s->lease()).code() == Errc::lease_lost);
+}
+
+BOOST_FIXTURE_TEST_CASE(session_reports_loss_when_revoked_behind_its_back, SegmentFixture) {
+  std::atomic<int> calls{0};
+  auto s = session(*client, 300ms, [&] { ++calls; });
+  BOOST_REQUIRE(client->leases().revoke(s->lease()).ok());
+  BOOST_TEST(eventually([&] { return s->lost(); }));
+  BOOST_TEST(calls.load() == 1);
+  BOOST_TEST(s->close().ok());  // the lease is already gone: fine
+}
+
+BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, SegmentFixture) {
+  auto s = session(*client);
+  Mutex m(*s, "locks/a");
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    BOOST_REQUIRE(m.lock().ok());
+    BOOST_TEST(*m.is_owner());
+    BOOST_TEST(m.fencing_token() > last);
+    last = m.fencing_token();
+    BOOST_TEST(client->get(m.key())->has_value());
+    BOOST_REQUIRE(m.unlock().ok());
+    BOOST_TEST(!*m.is_owner());
+  }
+  BOOST_TEST(m.unlock().code() == Errc::not_owner);
+}
+
+BOOST_FIXTURE_TEST_CASE(try_lock_and_timeout, SegmentFixture) {
+  auto a = session(*client);
+  auto b = session(*client);
+  Mutex held(*a, "locks/t");
+  Mutex other(*b, "locks/t");
+  BOOST_REQUIRE(held.lock().ok());
+  BOOST_TEST(!*other.try_lock());
+  auto timed = other.lock(20ms);
+  BOOST_TEST(timed.code() == Errc::timed_out);
+  // Giving up left no key behind: the queue is just the holder.
+  BOOST_TEST(client->get_prefix("locks/t/")->kvs.size() == 1u);
+  BOOST_REQUIRE(held.unlock().ok());
+  BOOST_TEST(*other.try_lock());
+  BOOST_TEST(other.fencing_token() > 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(waiters_are_served_first_come_first_served, SegmentFixture) {
+  auto holder_session = session(*client);
+  Mutex holder(*holder_session, "locks/fifo");
+  BOOST_REQUIRE(holder.lock().ok());
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<std::thread> threads;
+  std::mutex order_mutex;
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) {
+    sessions.push_back(session(*client));
+    threads.emplace_back([&, i] {
+      Mutex m(*sessions[static_cast<std::size_t>(i)], "locks/fifo");
+      BOOST_REQUIRE(m.lock(10s).ok());
+      {
+        std::lock_guard lock(order_mutex);
+        order.push_back(i);
+      }
+      BOOST_REQUIRE(m.unlock().ok());
+    });
+    // The next one queues only once this one has.
+    BOOST_REQUIRE(
+        eventually([&] { return client->get_prefix("locks/fifo/")->kvs.size() == 2u + i; }));
+  }
+  BOOST_REQUIRE(holder.unlock().ok());
+  for (auto& t : threads) t.join();
+  BOOST_TEST((order == std::vector<int>{0, 1, 2, 3}));
+}
+
+BOOST_FIXTURE_TEST_CASE(lock_passes_on_when_the_holders_lease_expires_or_is_revoked,
+                        SegmentFixture) {
+  auto hung = session(*client, 300ms);
+  auto next = session(*client, 10s);
+  Mutex a(*hung, "locks/x");
+  Mutex b(*next, "locks/x");
+  BOOST_REQUIRE(a.lock().ok());
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    BOOST_REQUIRE(b.lock(10s).ok());
+    got = true;
+  });
+  BOOST_REQUIRE(eventually([&] { return client->get_prefix("locks/x/")->kvs.size() == 2u; }));
+  BOOST_TEST(!got.load());
+  clock->advance(300ms);  // the holder's lease passes its deadline; nobody touches anything
+  waiter.join();
+  BOOST_TEST(got.load());
+  BOOST_TEST(b.fencing_token() > a.fencing_token());
+  // And revoking the holder's lease hands over too.
+  auto third_session = session(*client);
+  Mutex c(*third_session, "locks/x");
+  std::thread waiter2([&] { BOOST_REQUIRE(c.lock(10s).ok()); });
+  BOOST_REQUIRE(eventually([&] { return client->get_prefix("locks/x/")->kvs.size() == 2u; }));
+  BOOST_REQUIRE(client->leases().revoke(next->lease()).ok());
+  waiter2.join();
+  BOOST_TEST(*c.is_owner());
+}
+
+BOOST_FIXTURE_TEST_CASE(a_blocked_waiter_sleeps, SegmentFixture) {
+  auto holder_session = session(*client);
+  Mutex holder(*holder_session, "locks/sleepy");
+  BOOST_REQUIRE(holder.lock().ok());
+  // The waiter is a child process, so its CPU time is its own.
+  pid_t pid = zaris::test::fork_child([&] {
+    auto c = zaris::Client::open(name, options());
+    if (!c) return 1;
+    auto s = Session::create(*c, SessionOptions{10s, {}});
+    if (!s) return 2;
+    Mutex m(**s, "locks/sleepy");
+    return m.lock(30s).ok() ? 0 : 3;
+  });
+  BOOST_REQUIRE(eventually([&] { return client->get_prefix("locks/sleepy/")->kvs.size() == 2u; }));
+  std::this_thread::sleep_for(1s);
+  BOOST_REQUIRE(holder.unlock().ok());
+  int status = 0;
+  rusage usage{};
+  BOOST_REQUIRE(::wait4(pid, &status, 0, &usage) == pid);
+  BOOST_REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  double cpu_ms = usage.ru_utime.tv_sec * 1e3 + usage.ru_utime.tv_usec / 1e3 +
+                  usage.ru_stime.tv_sec * 1e3 + usage.ru_stime.tv_usec / 1e3;
+  std::printf("a waiter blocked for over a second used %.2f ms of CPU\n", cpu_ms);
+  BOOST_TEST(cpu_ms < 10.0);  // under 1% of a CPU over the second it waited
+}
+
+BOOST_FIXTURE_TEST_CASE(election_handover_on_resign_and_on_expiry, SegmentFixture) {
+  auto s1 = session(*client, 300ms);
+  auto s2 = session(*client);
+  auto s3 = session(*client);
+  Election e1(*s1, "elect/svc");
+  Election e2(*s2, "elect/svc");
+  Election e3(*s3, "elect/svc");
+  auto observer = e3.observe();
+  BOOST_REQUIRE(observer.ok());
+  BOOST_REQUIRE(e1.campaign("one").ok());
+  BOOST_TEST((*e1.leader())->value == "one");
+  BOOST_REQUIRE(e1.proclaim("one-again").ok());
+  BOOST_TEST(e2.proclaim("nope").code() == Errc::not_owner);
+  std::thread second([&] { BOOST_REQUIRE(e2.campaign("two", 10s).ok()); });
+  BOOST_REQUIRE(eventually([&] { return client->get_prefix("elect/svc/")->kvs.size() == 2u; }));
+  clock->advance(300ms);  // the leader's lease expires
+  second.join();
+  BOOST_TEST((*e2.leader())->value == "two");
+  std::thread third([&] { BOOST_REQUIRE(e3.campaign("three", 10s).ok()); });
+  BOOST_REQUIRE(eventually([&] { return client->get_prefix("elect/svc/")->kvs.size() == 2u; }));
+  BOOST_REQUIRE(e2.resign().ok());
+  third.join();
+  BOOST_TEST((*e3.leader())->value == "three");
+  // The observer saw every leader, in order.
+  std::vector<std::string> seen;
+  for (;;) {
+    auto next = observer->next(50ms);
+    BOOST_REQUIRE(next.ok());
+    if (!next->has_value()) break;
+    seen.push_back((*next)->value);
+  }
+  BOOST_TEST((seen == std::vector<std::string>{"one", "one-again", "two", "three"}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
