@@ -218,14 +218,24 @@ void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   std::memcpy(data, name.data(), name.size());
   if (!value.empty()) std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
   tx.set(ring.head, index + 1);
-  t_wakeups.events = true;
-  channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
+  bump(channels_->events, t_wakeups.events);
+}
+
+void Engine::bump(segment::Channel& channel, bool& noted) {
+  // A waiter counts itself a sleeper before it reads `seq` and checks its
+  // condition under the lock we hold. So if nobody is counted now, any
+  // waiter will check after our commit and see the change: no bump, no
+  // wake needed. Otherwise bump, and wake after unlock.
+  if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  noted = true;
 }
 
 void Engine::note_key(std::string_view key) {
   std::uint32_t channel = store_.hash32(key) % segment::kKeyChannels;
-  t_wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
-  channels_->keys[channel].seq.fetch_add(1, std::memory_order_seq_cst);
+  bool noted = false;
+  bump(channels_->keys[channel], noted);
+  if (noted) t_wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
 }
 
 void Engine::note_all() {
@@ -237,19 +247,13 @@ void Engine::note_all() {
 
 void Engine::wake_noted() {
   for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
-    for (std::uint64_t bits = t_wakeups.keys[word]; bits != 0; bits &= bits - 1) {
-      auto& channel =
-          channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))];
-      // No system call when nobody sleeps here.
-      if (channel.sleepers.load(std::memory_order_seq_cst) != 0)
-        segment::futex_wake_all(channel.seq);
-    }
+    for (std::uint64_t bits = t_wakeups.keys[word]; bits != 0; bits &= bits - 1)
+      segment::futex_wake_all(
+          channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq);
   }
-  if (t_wakeups.events && channels_->events.sleepers.load(std::memory_order_seq_cst) != 0)
-    segment::futex_wake_all(channels_->events.seq);
+  if (t_wakeups.events) segment::futex_wake_all(channels_->events.seq);
   t_wakeups = Wakeups{};
 }
-
 std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
   // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
   // same distance ahead on it.

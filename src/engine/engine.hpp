@@ -77,6 +77,7 @@ class Engine {
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
   void note_key(std::string_view key);
   void note_all();
+  void bump(segment::Channel& channel, bool& noted);
   void wake_noted();
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.

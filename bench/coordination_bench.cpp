@@ -1,0 +1,277 @@
+// Locks, hand-offs and wake-ups, beside flock(2) in the same run.
+//
+//   BM_LockUnlock        uncontended Mutex lock + unlock (session already open)
+//   BM_LockHandoff       two processes taking turns on one Mutex; handoffs/s
+//   BM_FlockHandoff      the same with flock(2) LOCK_EX / LOCK_UN
+//   BM_LockWake          time from unlock to the blocked waiter holding the lock
+//   BM_WatchWake         time from a put to a blocked watcher returning it
+//   BM_ExpiryWake        time from a lease's deadline to a waiter on its key waking
+// The wake benchmarks use manual time: each iteration's time is the latency.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <string>
+#include <thread>
+
+#include "zaris/zaris.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::int64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A segment of its own for one benchmark run, destroyed with it.
+struct Scratch {
+  std::string name;
+  std::unique_ptr<zaris::Client> client;
+  explicit Scratch(const char* tag) {
+    name = std::string("zaris-bench-") + std::to_string(::getpid()) + "-" + tag;
+    zaris::SegmentOptions options;
+    options.max_leases = 64;
+    options.max_keys = 256;
+    options.max_key_bytes = 64;
+    options.max_value_bytes = 64;
+    auto created = zaris::Client::create(name, options);
+    if (created) client = std::make_unique<zaris::Client>(std::move(*created));
+  }
+  ~Scratch() {
+    client.reset();
+    (void)zaris::Client::destroy(name);
+  }
+};
+
+// Shared between the benchmark and its helper process.
+struct Shared {
+  std::atomic<int> stage;
+  std::atomic<bool> stop;
+  std::atomic<std::int64_t> stamp;
+  std::atomic<std::uint64_t> acquisitions;
+  std::atomic<std::uint64_t> handoffs;
+  std::atomic<int> last_owner;
+};
+
+Shared* shared_memory() {
+  void* map =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return map == MAP_FAILED ? nullptr : new (map) Shared{};
+}
+
+template <typename Body>
+pid_t helper(Body&& body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::_exit(body());
+  }
+  return pid;
+}
+
+void finish(pid_t pid, Shared* shared) {
+  shared->stop.store(true);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  ::munmap(shared, sizeof(Shared));
+}
+
+void wait_stage(Shared* shared, int stage) {
+  while (shared->stage.load() != stage && !shared->stop.load()) std::this_thread::yield();
+}
+
+void BM_LockUnlock(benchmark::State& state) {
+  Scratch scratch("lock");
+  auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
+  if (!session) return state.SkipWithError(session.error().message.c_str());
+  zaris::Mutex mutex(**session, "bench/lock");
+  for (auto _ : state) {
+    if (!mutex.lock()) return state.SkipWithError("lock");
+    if (!mutex.unlock()) return state.SkipWithError("unlock");
+  }
+}
+
+// Counts, inside the critical section, acquisitions and changes of owner.
+void note_acquisition(Shared* shared, int me) {
+  shared->acquisitions.fetch_add(1, std::memory_order_relaxed);
+  if (shared->last_owner.exchange(me, std::memory_order_relaxed) != me)
+    shared->handoffs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void report_handoffs(benchmark::State& state, Shared* shared, std::int64_t started) {
+  double seconds = static_cast<double>(now_ns() - started) / 1e9;
+  state.counters["handoffs_per_s"] = static_cast<double>(shared->handoffs.load()) / seconds;
+  state.counters["acquisitions_per_s"] = static_cast<double>(shared->acquisitions.load()) / seconds;
+}
+
+void BM_LockHandoff(benchmark::State& state) {
+  Scratch scratch("handoff");
+  Shared* shared = shared_memory();
+  pid_t pid = helper([&] {
+    auto client = zaris::Client::open(scratch.name);
+    if (!client) return 1;
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
+    if (!session) return 2;
+    zaris::Mutex mutex(**session, "bench/handoff");
+    shared->stage.store(1);
+    while (!shared->stop.load()) {
+      if (!mutex.lock()) return 3;
+      note_acquisition(shared, 2);
+      if (!mutex.unlock()) return 4;
+    }
+    return 0;
+  });
+  wait_stage(shared, 1);
+  auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
+  if (!session) return state.SkipWithError(session.error().message.c_str());
+  zaris::Mutex mutex(**session, "bench/handoff");
+  shared->acquisitions.store(0);
+  shared->handoffs.store(0);
+  std::int64_t started = now_ns();
+  for (auto _ : state) {
+    if (!mutex.lock()) return state.SkipWithError("lock");
+    note_acquisition(shared, 1);
+    if (!mutex.unlock()) return state.SkipWithError("unlock");
+  }
+  report_handoffs(state, shared, started);
+  finish(pid, shared);
+}
+
+void BM_FlockHandoff(benchmark::State& state) {
+  const std::string path = "/dev/shm/zaris-bench-" + std::to_string(::getpid()) + "-flock-handoff";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return state.SkipWithError("open");
+  Shared* shared = shared_memory();
+  pid_t pid = helper([&] {
+    int own = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // its own open file description
+    shared->stage.store(1);
+    while (!shared->stop.load()) {
+      if (::flock(own, LOCK_EX) != 0) return 1;
+      note_acquisition(shared, 2);
+      if (::flock(own, LOCK_UN) != 0) return 2;
+    }
+    return 0;
+  });
+  wait_stage(shared, 1);
+  shared->acquisitions.store(0);
+  shared->handoffs.store(0);
+  std::int64_t started = now_ns();
+  for (auto _ : state) {
+    if (::flock(fd, LOCK_EX) != 0) return state.SkipWithError("flock");
+    note_acquisition(shared, 1);
+    if (::flock(fd, LOCK_UN) != 0) return state.SkipWithError("flock");
+  }
+  report_handoffs(state, shared, started);
+  finish(pid, shared);
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
+void BM_LockWake(benchmark::State& state) {
+  Scratch scratch("lockwake");
+  Shared* shared = shared_memory();
+  // The helper takes the lock, waits for us to queue behind it, stamps, unlocks.
+  pid_t pid = helper([&] {
+    auto client = zaris::Client::open(scratch.name);
+    if (!client) return 1;
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
+    if (!session) return 2;
+    zaris::Mutex mutex(**session, "bench/wake");
+    for (int round = 1; !shared->stop.load(); round += 2) {
+      wait_stage(shared, round);
+      if (shared->stop.load()) break;
+      if (!mutex.lock()) return 3;
+      shared->stage.store(round + 1);
+      // Until the waiter is queued behind us (two keys under the name).
+      while (!shared->stop.load() && client->get_prefix("bench/wake/")->kvs.size() < 2)
+        std::this_thread::yield();
+      std::this_thread::sleep_for(200us);  // let it fall asleep
+      shared->stamp.store(now_ns());
+      if (!mutex.unlock()) return 4;
+    }
+    return 0;
+  });
+  auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
+  if (!session) return state.SkipWithError(session.error().message.c_str());
+  zaris::Mutex mutex(**session, "bench/wake");
+  int round = 1;
+  for (auto _ : state) {
+    shared->stage.store(round);
+    wait_stage(shared, round + 1);
+    if (!mutex.lock()) return state.SkipWithError("lock");
+    std::int64_t woke = now_ns();
+    state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
+    if (!mutex.unlock()) return state.SkipWithError("unlock");
+    round += 2;
+  }
+  finish(pid, shared);
+}
+
+void BM_WatchWake(benchmark::State& state) {
+  Scratch scratch("watchwake");
+  Shared* shared = shared_memory();
+  pid_t pid = helper([&] {
+    auto client = zaris::Client::open(scratch.name);
+    if (!client) return 1;
+    for (int round = 1; !shared->stop.load(); round += 2) {
+      wait_stage(shared, round);
+      if (shared->stop.load()) break;
+      std::this_thread::sleep_for(200us);  // let the watcher fall asleep
+      shared->stamp.store(now_ns());
+      if (!client->put("bench/watched", "v")) return 2;
+      shared->stage.store(round + 1);
+    }
+    return 0;
+  });
+  auto watcher = scratch.client->watch("bench/watched");
+  if (!watcher) return state.SkipWithError(watcher.error().message.c_str());
+  int round = 1;
+  for (auto _ : state) {
+    shared->stage.store(round);
+    auto events = watcher->wait(10s);
+    std::int64_t woke = now_ns();
+    if (!events || events->empty()) return state.SkipWithError("watch");
+    state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
+    wait_stage(shared, round + 1);
+    round += 2;
+  }
+  finish(pid, shared);
+}
+
+void BM_ExpiryWake(benchmark::State& state) {
+  Scratch scratch("expirywake");
+  zaris::Client& client = *scratch.client;
+  constexpr auto kTtl = 5ms;
+  for (auto _ : state) {
+    std::int64_t before = now_ns();
+    auto lease = client.leases().grant(kTtl);
+    if (!lease) return state.SkipWithError("grant");
+    auto put = client.put("bench/expiring", "v", zaris::Put::with_lease(*lease));
+    if (!put) return state.SkipWithError("put");
+    auto changed = client.wait_for_change("bench/expiring", put->revision, 10s);
+    std::int64_t woke = now_ns();
+    if (!changed || !*changed) return state.SkipWithError("wait");
+    // Late by at most this much (the deadline is no earlier than before + TTL).
+    state.SetIterationTime(
+        static_cast<double>(woke - (before + std::chrono::nanoseconds(kTtl).count())) / 1e9);
+  }
+}
+
+BENCHMARK(BM_LockUnlock);
+BENCHMARK(BM_LockHandoff)->MinTime(1.0);
+BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
+BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ExpiryWake)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
