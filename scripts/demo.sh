@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds the lease demo (Release, in build/) and runs
-# it. Arguments are passed to the demo (an optional segment name).
+# Installs what is missing, builds the leader-election demo (Release, in build/) and runs
+# it: three candidates, the leader killed with SIGKILL, a follower taking over.
+# An argument is passed to the demo (the session TTL in milliseconds).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -8,5 +9,5 @@ cd "$root"
 
 bash scripts/deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build -j2 --target zaris-lease-demo
-./build/examples/zaris-lease-demo "$@"
+cmake --build build -j2 --target zaris-election-demo
+./build/examples/zaris-election-demo "$@"

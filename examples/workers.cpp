@@ -1,0 +1,72 @@
+// zaris-workers: one worker per job, and takeover after a crash.
+//
+// Three worker processes share six jobs. A worker takes a job by winning the
+// job's mutex (try_lock), does it, and records it done. Worker 1 is killed
+// with SIGKILL in the middle of its first job; once its session's lease ends,
+// another worker takes that job over. Every job is done exactly once.
+#include <thread>
+
+#include "example.hpp"
+
+using namespace std::chrono_literals;
+using example::must;
+
+int main() {
+  constexpr int kJobs = 6;
+  constexpr auto kTtl = 300ms;
+  example::Segment segment("workers");
+  auto client = must(zaris::Client::open(segment.name), "open");
+  std::printf("zaris workers: 3 workers, %d jobs, session TTL %lld ms\n", kJobs,
+              static_cast<long long>(kTtl.count()));
+
+  std::vector<pid_t> workers;
+  for (int w = 1; w <= 3; ++w) {
+    workers.push_back(example::spawn([&, w] {
+      auto mine = must(zaris::Client::open(segment.name), "open");
+      auto session = must(zaris::Session::create(mine, {kTtl, {}}), "session");
+      for (bool found = true; found;) {
+        found = false;
+        for (int j = 0; j < kJobs; ++j) {
+          std::string done = "done/job-" + std::to_string(j);
+          if (must(mine.get(done), "get")) continue;
+          found = true;
+          zaris::Mutex job(*session, "jobs/job-" + std::to_string(j));
+          if (!must(job.try_lock(), "try_lock")) continue;
+          if (must(mine.get(done), "get")) {  // finished while we looked
+            must(job.unlock(), "unlock");
+            continue;
+          }
+          std::printf("  worker-%d took job-%d (fencing token %llu)\n", w, j,
+                      static_cast<unsigned long long>(job.fencing_token()));
+          std::fflush(stdout);
+          if (w == 1)
+            for (;;) ::pause();               // worker-1 hangs in its first job: to be killed
+          std::this_thread::sleep_for(50ms);  // the work
+          must(mine.put(done, "worker-" + std::to_string(w), zaris::Put::absent()), "put done");
+          must(job.unlock(), "unlock");
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    }));
+    std::this_thread::sleep_for(20ms);
+  }
+  // Kill worker-1 once it holds a job.
+  auto start = example::Clock::now();
+  while (must(client.get_prefix("jobs/"), "get_prefix").kvs.empty()) {
+    if (example::ms_since(start) > 10000) example::fail("worker-1 took no job");
+    std::this_thread::sleep_for(1ms);
+  }
+  example::kill_and_reap(workers[0]);
+  auto killed_at = example::Clock::now();
+  std::printf("killed worker-1 with SIGKILL in the middle of its job\n");
+  for (int w = 1; w < 3; ++w) ::waitpid(workers[static_cast<std::size_t>(w)], nullptr, 0);
+  std::printf("all jobs done %lld ms after the kill\n", example::ms_since(killed_at));
+  auto done = must(client.get_prefix("done/"), "get_prefix");
+  if (done.kvs.size() != kJobs) example::fail("not every job is done");
+  for (auto& kv : done.kvs) {
+    if (kv.value == "worker-1") example::fail("a killed worker finished a job");
+    std::printf("  %s done by %s\n", kv.key.c_str() + 5, kv.value.c_str());
+  }
+  std::printf("workers OK\n");
+  return 0;
+}
