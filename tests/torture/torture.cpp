@@ -363,6 +363,18 @@ int main(int argc, char** argv) {
   for (int id = 0; id < workers; ++id) start(id);
 
   std::uint64_t killed = 0;
+  // A worker must die by our SIGKILL; anything else (a crash, an exit) is a finding.
+  auto kill_worker = [&](int id) {
+    ::kill(pids[id], SIGKILL);
+    int status = 0;
+    ::waitpid(pids[id], &status, 0);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+      ++killed;
+    } else {
+      std::fprintf(stderr, "torture: worker %d ended by itself (status %d)\n", id, status);
+      shared->violations.fetch_add(1);
+    }
+  };
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
   while (std::chrono::steady_clock::now() < end) {
     // Let them run 1 to 20 ms, moving the shared clock with real time.
@@ -373,28 +385,10 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(200us);
     }
     int victim = static_cast<int>(rng() % workers);
-    ::kill(pids[victim], SIGKILL);
-    int status = 0;
-    ::waitpid(pids[victim], &status, 0);
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-      ++killed;
-    } else {
-      std::fprintf(stderr, "torture: worker %d ended by itself (status %d)\n", victim, status);
-      shared->violations.fetch_add(1);
-    }
+    kill_worker(victim);
     start(victim);
   }
-  for (int id = 0; id < workers; ++id) {
-    ::kill(pids[id], SIGKILL);
-    int status = 0;
-    ::waitpid(pids[id], &status, 0);
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
-      ++killed;
-    } else {
-      std::fprintf(stderr, "torture: worker %d ended by itself (status %d)\n", id, status);
-      shared->violations.fetch_add(1);
-    }
-  }
+  for (int id = 0; id < workers; ++id) kill_worker(id);
   // Time stands still from here: leases neither lapse nor get renewed.
   std::uint64_t completed = 0;
   for (int id = 0; id < workers; ++id) completed += shared->slots[id].completed.load();
