@@ -42,9 +42,10 @@ class Election {
 
    private:
     friend class Election;
-    Observer(Watcher watcher, std::vector<KeyValue> candidates);
+    Observer(std::string name, Watcher watcher, std::vector<KeyValue> candidates);
     void note_head();
 
+    std::string name_;
     Watcher watcher_;
     std::vector<KeyValue> candidates_;  // the keys under the name, as the events left them
     std::deque<KeyValue> pending_;      // leaders not reported yet

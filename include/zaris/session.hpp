@@ -11,6 +11,8 @@
 #include <mutex>
 #include <thread>
 
+#include <sys/types.h>
+
 #include "zaris/client.hpp"
 
 namespace zaris {
@@ -25,10 +27,11 @@ struct SessionOptions {
 // that fails (the lease expired or was revoked behind its back) marks it lost
 // at once: lost() turns true and on_lost runs. A lost session stays lost.
 //
-// fork(): the child gets a copy of this object but not its thread; nobody
-// renews for the child, and the child must not use it (not even close() or the
-// destructor's revoke matter to the parent's lease, which the parent keeps
-// renewing). A child that needs a session creates its own.
+// fork(): the child gets a copy of this object but not its thread. In the
+// child the copy does nothing: close() and the destructor neither join a
+// thread nor revoke the lease, which stays the parent's (the parent keeps
+// renewing it). Locks and elections under it are the parent's too. A child
+// that needs a session creates its own.
 class Session {
  public:
   static Result<std::unique_ptr<Session>> create(Client& client, SessionOptions options = {});
@@ -57,7 +60,8 @@ class Session {
   std::condition_variable wake_;
   bool stopping_ = false;
   bool closed_ = false;
-  std::thread renewer_;
+  pid_t owner_pid_;
+  std::unique_ptr<std::thread> renewer_;
 };
 
 }  // namespace zaris

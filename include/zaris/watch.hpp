@@ -67,6 +67,7 @@ class Watcher {
   std::uint64_t next_revision_;
   std::uint64_t next_index_ = 0;
   bool positioned_ = false;
+  std::uint64_t skip_below_ = 0;
 };
 
 }  // namespace zaris

@@ -138,11 +138,12 @@ Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options)
 }
 
 Result<std::vector<Event>> Watcher::read(std::size_t max, std::chrono::nanoseconds timeout) {
-  engine::Engine::EventCursor cursor{next_index_, next_revision_, positioned_};
+  engine::Engine::EventCursor cursor{next_index_, next_revision_, positioned_, skip_below_};
   auto events = client_->impl_->engine.read_events(key_, prefix_, cursor, max, timeout);
   next_index_ = cursor.next_index;
   next_revision_ = cursor.next_revision;
   positioned_ = cursor.positioned;
+  skip_below_ = cursor.skip_below;
   return events;
 }
 

@@ -13,20 +13,13 @@ Result<void> Election::campaign(std::string_view value, std::chrono::nanoseconds
   Client& client = session_.client();
   auto created = coordination::join(client, key_, value, session_.lease());
   if (!created) return std::move(created).error();
-  auto now = std::chrono::steady_clock::now();
-  auto deadline =
-      timeout > std::chrono::steady_clock::time_point::max() - now
-          ? std::chrono::steady_clock::time_point::max()
-          : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-  auto elected = coordination::wait_for_head(client, name_, key_, *created, deadline);
+  auto elected = coordination::wait_for_head(client, name_, key_, *created,
+                                             coordination::deadline_after(timeout));
   if (!elected) {
     (void)client.del(key_);
     return elected;
   }
   created_ = *created;
-  // A value given to a campaign that joined an existing key (same session).
-  auto current = client.get(key_);
-  if (current && current->has_value() && (*current)->value != value) return proclaim(value);
   return {};
 }
 
@@ -69,11 +62,14 @@ Result<Election::Observer> Election::observe() {
   if (!snapshot) return std::move(snapshot).error();
   auto watcher = client.watch(name_ + "/", WatchOptions{true, snapshot->revision + 1});
   if (!watcher) return std::move(watcher).error();
-  return Observer(std::move(*watcher), std::move(snapshot->kvs));
+  std::vector<KeyValue> candidates;
+  for (KeyValue& kv : snapshot->kvs)
+    if (coordination::is_contender_key(name_, kv.key)) candidates.push_back(std::move(kv));
+  return Observer(name_, std::move(*watcher), std::move(candidates));
 }
 
-Election::Observer::Observer(Watcher watcher, std::vector<KeyValue> candidates)
-    : watcher_(std::move(watcher)), candidates_(std::move(candidates)) {
+Election::Observer::Observer(std::string name, Watcher watcher, std::vector<KeyValue> candidates)
+    : name_(std::move(name)), watcher_(std::move(watcher)), candidates_(std::move(candidates)) {
   note_head();
 }
 
@@ -90,17 +86,25 @@ void Election::Observer::note_head() {
 }
 
 Result<std::optional<KeyValue>> Election::Observer::next(std::chrono::nanoseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto deadline = coordination::deadline_after(timeout);
   while (pending_.empty()) {
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds(0)) return std::optional<KeyValue>();
     auto events = watcher_.wait(left);
     if (!events) return std::move(events).error();
-    for (Event& e : *events) {
-      auto same_key = [&](const KeyValue& kv) { return kv.key == e.kv.key; };
-      std::erase_if(candidates_, same_key);
-      if (e.type == EventType::put) candidates_.push_back(std::move(e.kv));
-      note_head();  // after each event: a leader that came and went is still seen
+    for (std::size_t i = 0; i < events->size(); ++i) {
+      Event& e = (*events)[i];
+      std::uint64_t revision = e.revision;
+      if (coordination::is_contender_key(name_, e.kv.key)) {
+        auto same_key = [&](const KeyValue& kv) { return kv.key == e.kv.key; };
+        std::erase_if(candidates_, same_key);
+        if (e.type == EventType::put) candidates_.push_back(std::move(e.kv));
+      }
+      // After each whole revision (a revoke or prefix delete is one): every
+      // leader that held office at some revision is reported, and no other.
+      bool revision_done = i + 1 < events->size() ? (*events)[i + 1].revision > revision
+                                                  : watcher_.next_revision() > revision;
+      if (revision_done) note_head();
     }
   }
   KeyValue leader = std::move(pending_.front());

@@ -4,17 +4,6 @@
 
 namespace zaris {
 
-namespace {
-
-std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
-  auto now = std::chrono::steady_clock::now();
-  if (timeout > std::chrono::steady_clock::time_point::max() - now)
-    return std::chrono::steady_clock::time_point::max();
-  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-}
-
-}  // namespace
-
 Mutex::Mutex(Session& session, std::string name)
     : session_(session),
       name_(std::move(name)),
@@ -24,7 +13,8 @@ Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
   Client& client = session_.client();
   auto created = coordination::join(client, key_, "", session_.lease());
   if (!created) return std::move(created).error();
-  auto turn = coordination::wait_for_head(client, name_, key_, *created, deadline_after(timeout));
+  auto turn = coordination::wait_for_head(client, name_, key_, *created,
+                                          coordination::deadline_after(timeout));
   if (!turn) {
     // Leave the queue rather than block those behind us.
     (void)client.del(key_);
@@ -39,7 +29,10 @@ Result<bool> Mutex::try_lock() {
   auto created = coordination::join(client, key_, "", session_.lease());
   if (!created) return std::move(created).error();
   auto where = coordination::place(client, name_, key_, *created);
-  if (!where) return std::move(where).error();
+  if (!where) {
+    (void)client.del(key_);  // leave no key that would block the queue
+    return std::move(where).error();
+  }
   if (!where->present) return Error{Errc::lease_lost, "contender key " + key_ + " is gone"};
   if (!where->head) {
     (void)client.del(key_);

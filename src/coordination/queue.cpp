@@ -8,6 +8,15 @@ std::string prefix_of(std::string_view name) {
   return std::string(name) + "/";
 }
 
+// Only NAME/<16 hex digits> contends: not NAME/x/<lease> (another name) nor
+// anything else an application keeps under the prefix.
+bool is_contender(std::string_view key, std::size_t prefix_size) {
+  if (key.size() != prefix_size + 16) return false;
+  for (char c : key.substr(prefix_size))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
 }  // namespace
 
 std::string contender_key(std::string_view name, LeaseId lease) {
@@ -18,12 +27,10 @@ Result<std::uint64_t> join(Client& client, const std::string& key, std::string_v
                            LeaseId lease) {
   auto put = client.put(key, value, Put::absent().and_lease(lease));
   if (put) return put->revision;
-  if (put.code() != Errc::already_exists) return std::move(put).error();
-  // Already queued under this lease (a second lock on one session): same place.
-  auto existing = client.get(key);
-  if (!existing) return std::move(existing).error();
-  if (!existing->has_value()) return Error{Errc::lease_lost, "contender key " + key + " vanished"};
-  return (*existing)->create_revision;
+  if (put.code() == Errc::already_exists)
+    return Error{Errc::already_exists,
+                 key + " is taken: one session holds or waits for a name once at a time"};
+  return std::move(put).error();
 }
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
@@ -32,7 +39,9 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
   if (!all) return std::move(all).error();
   Place where;
   where.head = true;
+  const std::size_t prefix_size = name.size() + 1;
   for (KeyValue& kv : all->kvs) {
+    if (!is_contender(kv.key, prefix_size)) continue;
     if (kv.key == key) {
       where.present = kv.create_revision == created;
       continue;
@@ -69,8 +78,21 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
   if (!all) return std::move(all).error();
   std::optional<KeyValue> first;
   for (KeyValue& kv : all->kvs)
-    if (!first || kv.create_revision < first->create_revision) first = std::move(kv);
+    if (is_contender(kv.key, name.size() + 1) &&
+        (!first || kv.create_revision < first->create_revision))
+      first = std::move(kv);
   return first;
+}
+
+bool is_contender_key(std::string_view name, std::string_view key) {
+  return key.starts_with(prefix_of(name)) && is_contender(key, name.size() + 1);
+}
+
+std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
+  auto now = std::chrono::steady_clock::now();
+  if (timeout > std::chrono::steady_clock::time_point::max() - now)
+    return std::chrono::steady_clock::time_point::max();
+  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
 }
 
 }  // namespace zaris::coordination

@@ -16,8 +16,10 @@ namespace zaris::coordination {
 // The key a session's lease contends with under `name`.
 std::string contender_key(std::string_view name, LeaseId lease);
 
-// Puts our key (value, under the lease) unless it is there already; returns
-// its create revision, our place in the queue.
+// Puts our key (value, under the lease); returns its create revision, our
+// place in the queue. Errc::already_exists if the key is there: one session
+// holds or waits for a name through one object at a time, never two sharing
+// a key (they would both think they hold it).
 Result<std::uint64_t> join(Client& client, const std::string& key, std::string_view value,
                            LeaseId lease);
 
@@ -38,5 +40,11 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
 
 // The head of the queue under `name`, if any.
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
+
+// Whether `key` is a contender under `name` (NAME/<16 hex digits>).
+bool is_contender_key(std::string_view name, std::string_view key);
+
+// Now + timeout on the steady clock, saturating instead of overflowing.
+std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout);
 
 }  // namespace zaris::coordination

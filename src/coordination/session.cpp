@@ -1,5 +1,7 @@
 #include "zaris/session.hpp"
 
+#include <unistd.h>
+
 namespace zaris {
 
 Result<std::unique_ptr<Session>> Session::create(Client& client, SessionOptions options) {
@@ -9,8 +11,8 @@ Result<std::unique_ptr<Session>> Session::create(Client& client, SessionOptions 
 }
 
 Session::Session(Client& client, LeaseId lease, SessionOptions options)
-    : client_(client), lease_(lease), options_(std::move(options)) {
-  renewer_ = std::thread([this] { renew_loop(); });
+    : client_(client), lease_(lease), options_(std::move(options)), owner_pid_(::getpid()) {
+  renewer_ = std::make_unique<std::thread>([this] { renew_loop(); });
 }
 
 Session::~Session() {
@@ -30,15 +32,23 @@ void Session::renew_loop() {
     lock.unlock();
     auto kept = client_.leases().keep_alive(lease_);
     lock.lock();
-    if (!kept && !stopping_) {
+    // Only the lease's end is loss; anything else (a contended keep-alive) is
+    // retried at the next period, which still comes well before the deadline.
+    if (!kept && (kept.code() == Errc::lease_lost || kept.code() == Errc::not_found)) {
       lock.unlock();
-      mark_lost();
+      mark_lost();  // may call close(): the lock is not held
       return;
     }
   }
 }
 
 Result<void> Session::close() {
+  if (::getpid() != owner_pid_) {
+    // A copy made by fork(): its thread does not exist here, and the lease is
+    // the parent's to keep. Leave both alone.
+    (void)renewer_.release();
+    return {};
+  }
   {
     std::lock_guard lock(mutex_);
     if (closed_) return {};
@@ -46,10 +56,17 @@ Result<void> Session::close() {
     stopping_ = true;
   }
   wake_.notify_all();
-  if (renewer_.joinable()) renewer_.join();
+  if (renewer_ && renewer_->joinable()) {
+    if (renewer_->get_id() == std::this_thread::get_id()) {
+      renewer_->detach();  // close() from on_lost: the thread ends on its own
+    } else {
+      renewer_->join();
+    }
+  }
   lost_.store(true, std::memory_order_release);
   auto revoked = client_.leases().revoke(lease_);
-  if (!revoked && revoked.code() != Errc::lease_lost) return revoked;
+  if (!revoked && revoked.code() != Errc::lease_lost && revoked.code() != Errc::not_found)
+    return revoked;
   return {};
 }
 

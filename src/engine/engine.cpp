@@ -20,6 +20,8 @@ using segment::TxAbort;
 
 namespace {
 
+// Events a watcher scans per lock hold, matching or not.
+constexpr std::uint64_t kEventsScannedPerCall = 4096;
 // Per-operation reaping budget: bounds what one caller pays for others' expiry.
 constexpr std::uint32_t kReapLeaseBudget = 8;
 constexpr std::uint32_t kReapKeyBudget = 64;
@@ -92,6 +94,7 @@ template <typename T, typename Body>
 Result<T> Engine::locked(Reap reap, Body&& body) {
   auto acquired = segment::lock(*control_, lock_timeout_);
   if (!acquired) return std::move(acquired).error();
+  t_wakeups = Wakeups{};  // before a repair, which wakes everyone
   if (*acquired == segment::Acquired::owner_died) {
     if (auto repaired = recover(); !repaired) {
       // Unlocking without marking it consistent makes the lock unrecoverable:
@@ -102,7 +105,6 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   }
   Tx tx(mapping_->base(), layout_);
   std::optional<Result<T>> result;
-  t_wakeups = Wakeups{};
   try {
     std::int64_t t = now();
     if (store_.journal().intent_kind != kIntentNone) finish_intent(tx, t);
@@ -191,6 +193,8 @@ void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   segment::EventRingHeader& ring = *ring_;
   const std::uint64_t capacity = layout_.caps.max_events;
   const std::uint64_t index = ring.head;
+  if (index > 0 && event_slot(index - 1).revision > revision)
+    abort_corrupt("an event would go out of revision order");
   segment::EventSlotHeader& e = event_slot(index);
   if (index >= capacity) {
     // The slot still holds event index - capacity: give it up first. Not
@@ -254,6 +258,14 @@ void Engine::wake_noted() {
   if (t_wakeups.events) segment::futex_wake_all(channels_->events.seq);
   t_wakeups = Wakeups{};
 }
+std::int64_t Engine::liveness_deadline() const {
+  // Sleepers look again at least this often, whatever they wait for: a writer
+  // killed between its change and its wake-up, or time moved by an injected
+  // clock (which no futex sees), costs them at most one slice.
+  const std::int64_t slice = clock_ ? 10'000'000 : 1'000'000'000;
+  return real_now() + slice;
+}
+
 std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
   // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
   // same distance ahead on it.
@@ -318,7 +330,7 @@ Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mo
     });
     if (!seen) return std::move(seen).error();
     if (seen->changed) return true;
-    std::int64_t until = give_up;
+    std::int64_t until = std::min(give_up, liveness_deadline());
     if (seen->lease_deadline != kNever)
       until = std::min(until, real_deadline(seen->lease_deadline, seen->now));
     if (real_now() >= give_up) return false;
@@ -329,6 +341,7 @@ Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mo
 Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix,
                                                EventCursor& cursor, std::size_t max,
                                                std::chrono::nanoseconds timeout) {
+  if (max == 0) return Error{Errc::invalid_argument, "asked for at most 0 events"};
   const std::int64_t give_up =
       add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
   using Out = std::vector<Event>;
@@ -336,6 +349,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     Out events;
     std::int64_t next_expiry;  // the heap's top, on the engine's clock
     std::int64_t now;
+    bool more;  // events are left to scan
   };
   for (;;) {
     Sleeper sleeper(channels_->events);
@@ -346,7 +360,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       const std::uint64_t head = ring.head;
       const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
       const std::uint64_t compacted = ring.compacted_revision.load(std::memory_order_relaxed);
-      if (first > head || head - first > layout_.caps.max_events)
+      if (first <= head && head - first > layout_.caps.max_events)
         abort_corrupt("event ring bounds");
       auto compacted_error = [&] {
         return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +
@@ -354,13 +368,16 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       };
       if (!cursor.positioned) {
         std::uint64_t from = std::max<std::uint64_t>(cursor.next_revision, 1);
+        cursor.skip_below = from;  // a start in the future: nothing before it
         {
           if (from <= compacted) return compacted_error();
           std::uint64_t lo = first;
           std::uint64_t hi = head;
           while (lo < hi) {  // the first event with revision >= from
             std::uint64_t mid = lo + (hi - lo) / 2;
-            if (event_slot(mid).revision < from) {
+            const segment::EventSlotHeader& probe = event_slot(mid);
+            if (probe.index != mid) abort_corrupt("event " + std::to_string(mid));
+            if (probe.revision < from) {
               lo = mid + 1;
             } else {
               hi = mid;
@@ -371,17 +388,21 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         cursor.positioned = true;
       }
       if (cursor.next_index < first) return compacted_error();
-      Batch out{{}, kNever, now};
+      Batch out{{}, kNever, now, false};
       std::uint64_t i = cursor.next_index;
-      for (; i < head && out.events.size() < max; ++i) {
+      // Bounded work under the lock: a narrow watcher far behind comes back.
+      const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
+      for (; i < scan_end && out.events.size() < max; ++i) {
         const segment::EventSlotHeader& e = event_slot(i);
         if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
             e.value_len > layout_.caps.max_value_bytes ||
-            (e.type != segment::kEventPut && e.type != segment::kEventDelete))
+            (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
+            e.reason > segment::kReasonExpired)
           abort_corrupt("event " + std::to_string(i));
         const char* data = reinterpret_cast<const char*>(&e + 1);
         std::string_view name(data, e.key_len);
         cursor.next_revision = e.revision;
+        if (e.revision < cursor.skip_below) continue;
         if (prefix ? !name.starts_with(key) : name != key) continue;
         Event& ev = out.events.emplace_back();
         ev.type = e.type == segment::kEventPut ? EventType::put : EventType::del;
@@ -395,14 +416,18 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         ev.kv.version = e.version;
       }
       cursor.next_index = i;
-      if (i == head) cursor.next_revision = store_.state().revision + 1;
+      out.more = i < head;
+      if (i == head)
+        cursor.next_revision = std::max(cursor.skip_below, store_.state().revision + 1);
       if (store_.state().heap_size > 0)
-        out.next_expiry = static_cast<std::int64_t>(store_.heap(0).deadline_ns);
+        out.next_expiry =
+            static_cast<std::int64_t>(std::min<std::uint64_t>(store_.heap(0).deadline_ns, kNever));
       return out;
     });
     if (!batch) return std::move(batch).error();
     if (!batch->events.empty() || real_now() >= give_up) return std::move(batch->events);
-    std::int64_t until = give_up;
+    if (batch->more) continue;  // scanned its share without a match: go on
+    std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
     sleeper.sleep(seq, until);
@@ -416,7 +441,9 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead)
     abort_corrupt("reaping a lease that is not dead");
   StoreState& st = store_.state();
-  if (l.key_head != kNone && l.end_revision == 0) {
+  // One revision for all of a lease's keys, unless other changes came since
+  // its last batch (a crash, a budget): events stay in revision order.
+  if (l.key_head != kNone && l.end_revision != st.revision) {
     // All of a lease's keys go in one revision, however many batches it takes.
     tx.set(st.revision, st.revision + 1);
     tx.set(l.end_revision, st.revision);
@@ -450,7 +477,7 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
   StoreState& st = store_.state();
   std::uint32_t leases = kReapLeaseBudget;
   std::uint32_t keys = kReapKeyBudget;
-  while (leases > 0 && st.heap_size > 0) {
+  while (leases > 0 && keys > 0 && st.heap_size > 0) {
     HeapEntry top = store_.heap(0);
     if (top.deadline_ns > static_cast<std::uint64_t>(now)) return;
     --leases;
@@ -567,7 +594,10 @@ Result<void> Engine::revoke(LeaseId id) {
     while (!l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
     }
     if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now)) {
-      // Sealed by a racing keep-alive that found it expired: it is not ours to revoke.
+      // Sealed by a racing keep-alive that found it expired: it is not ours to
+      // revoke, and its keys' DELETEs will say "expired".
+      tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
+      tx.commit();
       return lease_error(LeaseLookup::lost, id);
     }
     std::uint32_t unlimited = ~std::uint32_t{0};
@@ -797,8 +827,10 @@ Result<SegmentInfo> Engine::info() {
 Result<void> Engine::repair() {
   auto acquired = segment::lock(*control_, lock_timeout_);
   if (!acquired) return std::move(acquired).error();
+  t_wakeups = Wakeups{};
   auto repaired = recover();
   segment::unlock(*control_);
+  wake_noted();
   return repaired;
 }
 

@@ -37,6 +37,7 @@ class Engine {
     std::uint64_t next_index = 0;
     std::uint64_t next_revision = 0;  // until positioned: the revision to start from
     bool positioned = false;
+    std::uint64_t skip_below = 0;  // events before the start revision are not reported
   };
   // Events of `key` (or under it) from the cursor on, at most `max`; waits
   // up to `timeout` for the first one (zero: does not wait).
@@ -82,6 +83,7 @@ class Engine {
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
+  std::int64_t liveness_deadline() const;
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
 

@@ -16,7 +16,7 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_keys < 1 || caps.max_keys > kMaxKeysLimit) return false;
   if (caps.max_key_bytes < 1 || caps.max_key_bytes > kMaxKeyBytesLimit) return false;
   if (caps.max_value_bytes > kMaxValueBytesLimit) return false;
-  if (caps.max_events < 1 || caps.max_events > kMaxEventsLimit || caps.reserved != 0) return false;
+  if (caps.max_events < kMinEvents || caps.max_events > kMaxEventsLimit || caps.reserved != 0) return false;
 
   Layout l;
   l.caps = caps;

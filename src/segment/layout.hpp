@@ -43,6 +43,9 @@ inline constexpr std::uint32_t kMaxKeysLimit = 1u << 24;
 inline constexpr std::uint32_t kMaxKeyBytesLimit = 4096;
 inline constexpr std::uint32_t kMaxValueBytesLimit = 1u << 20;
 inline constexpr std::uint32_t kMaxEventsLimit = 1u << 20;
+// More than one transaction ever appends (a batch of 32 keys, or a put's two
+// events), so a rolled-back transaction never gives up events still readable.
+inline constexpr std::uint32_t kMinEvents = 64;
 inline constexpr std::uint32_t kKeyChannels = 256;  // futex words keys hash onto
 
 // Lease deadline words at or above kDeadlineDead are states, not times.

@@ -29,7 +29,7 @@ zaris::SegmentOptions tiny() {
   o.max_keys = 12;
   o.max_key_bytes = 8;
   o.max_value_bytes = 8;
-  o.max_events = 8;
+  o.max_events = 64;
   return o;
 }
 

@@ -85,7 +85,10 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
     zaris::ClientOptions options;
     options.clock = f.clock;
     auto child = Client::open(f.name, options);
-    if (!child) return 3;
+    if (!child) {
+      std::fprintf(stderr, "child: %s\n", child.error().message.c_str());
+      return 5;
+    }
     zaris::segment::crash::arm(step, SIGKILL);
     action(*child);
     zaris::segment::crash::arm(0, SIGKILL);
@@ -94,7 +97,7 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (WIFEXITED(status)) {
-    BOOST_REQUIRE(WEXITSTATUS(status) == 0);
+    BOOST_REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "child exited with " << WEXITSTATUS(status));
     return false;
   }
   BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));

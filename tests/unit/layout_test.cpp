@@ -18,7 +18,7 @@ BOOST_AUTO_TEST_CASE(slot_sizes) {
 BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
   auto r64 = [](std::uint64_t v) { return (v + 63) / 64 * 64; };
   for (zaris::SegmentOptions o : {zaris::SegmentOptions{}, zaris::test::small_segment(),
-                                  zaris::SegmentOptions{1, 1, 1, 0, 1, 0600},
+                                  zaris::SegmentOptions{1, 1, 1, 0, 64, 0600},
                                   zaris::SegmentOptions{1000000, 1000000, 32, 64, 4096, 0600}}) {
     std::uint64_t L = o.max_leases, K = o.max_keys;
     std::uint64_t S = (112 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;

@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(bad_names_and_capacities) {
            [](auto& o) { o.max_leases = 0; }, [](auto& o) { o.max_keys = 0; },
            [](auto& o) { o.max_key_bytes = 0; }, [](auto& o) { o.max_key_bytes = 4097; },
            [](auto& o) { o.max_value_bytes = (1u << 20) + 1; },
-           [](auto& o) { o.max_leases = (1u << 24) + 1; }, [](auto& o) { o.max_events = 0; },
+           [](auto& o) { o.max_leases = (1u << 24) + 1; }, [](auto& o) { o.max_events = 63; },
            [](auto& o) { o.max_events = (1u << 20) + 1; }, [](auto& o) { o.mode = 010000; }}) {
     auto options = small_segment();
     change(options);

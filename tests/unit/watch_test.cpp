@@ -15,7 +15,7 @@ namespace {
 
 zaris::SegmentOptions few_events() {
   auto o = zaris::test::small_segment();
-  o.max_events = 8;
+  o.max_events = 64;
   return o;
 }
 
@@ -92,15 +92,15 @@ BOOST_AUTO_TEST_CASE(a_watcher_behind_the_history_is_told_compacted) {
   SegmentFixture f(few_events());
   auto watcher = f.client->watch("k", {false, 0});
   auto first = f.client->put("k", "0");
-  for (int i = 1; i < 20; ++i) BOOST_REQUIRE(f.client->put("k", std::to_string(i)).ok());
+  for (int i = 1; i < 100; ++i) BOOST_REQUIRE(f.client->put("k", std::to_string(i)).ok());
   auto events = watcher->poll();
   BOOST_TEST(events.code() == Errc::compacted);
   BOOST_TEST_MESSAGE(events.error().message);
   auto old = f.client->watch("k", {false, first->revision});
   BOOST_TEST(old->poll().code() == Errc::compacted);
-  // The last 8 are still there.
-  auto recent = f.client->watch("k", {false, f.client->info()->revision - 7});
-  BOOST_TEST(recent->poll()->size() == 8u);
+  // The last 64 are still there.
+  auto recent = f.client->watch("k", {false, f.client->info()->revision - 63});
+  BOOST_TEST(recent->poll()->size() == 64u);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_blocked_watcher_wakes_on_a_put, SegmentFixture) {
