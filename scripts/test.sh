@@ -53,6 +53,9 @@ run_configuration() {
   local status=0
   # No test may hang CI: each is stopped after 15 minutes.
   "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 || status=$?
+  # The figures the crash, torture, fuzz and wake tests report, from their logs.
+  grep -hE "^(torture:|crash points:|repair crash points:|a stopped holder|a waiter blocked)|stat::(number_of_executed_units|average_exec_per_sec)" \
+    "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   echo "=== $name: ctest exited with $status"
   return "$status"
 }
