@@ -10,15 +10,9 @@ Election::Election(Session& session, std::string name)
       key_(coordination::contender_key(name_, session.lease())) {}
 
 Result<void> Election::campaign(std::string_view value, std::chrono::nanoseconds timeout) {
-  Client& client = session_.client();
-  auto created = coordination::join(client, key_, value, session_.lease());
+  auto created =
+      coordination::join_and_wait(session_.client(), name_, key_, value, session_.lease(), timeout);
   if (!created) return std::move(created).error();
-  auto elected = coordination::wait_for_head(client, name_, key_, *created,
-                                             coordination::deadline_after(timeout));
-  if (!elected) {
-    (void)client.del(key_);
-    return elected;
-  }
   created_ = *created;
   return {};
 }

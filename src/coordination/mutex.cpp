@@ -10,16 +10,9 @@ Mutex::Mutex(Session& session, std::string name)
       key_(coordination::contender_key(name_, session.lease())) {}
 
 Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
-  Client& client = session_.client();
-  auto created = coordination::join(client, key_, "", session_.lease());
+  auto created =
+      coordination::join_and_wait(session_.client(), name_, key_, "", session_.lease(), timeout);
   if (!created) return std::move(created).error();
-  auto turn = coordination::wait_for_head(client, name_, key_, *created,
-                                          coordination::deadline_after(timeout));
-  if (!turn) {
-    // Leave the queue rather than block those behind us.
-    (void)client.del(key_);
-    return turn;
-  }
   token_ = *created;
   return {};
 }

@@ -84,6 +84,19 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
   return first;
 }
 
+Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
+                                    std::string_view value, LeaseId lease,
+                                    std::chrono::nanoseconds timeout) {
+  auto created = join(client, key, value, lease);
+  if (!created) return created;
+  auto turn = wait_for_head(client, name, key, *created, deadline_after(timeout));
+  if (!turn) {
+    (void)client.del(key);
+    return std::move(turn).error();
+  }
+  return created;
+}
+
 bool is_contender_key(std::string_view name, std::string_view key) {
   return key.starts_with(prefix_of(name)) && is_contender(key, name.size() + 1);
 }

@@ -41,6 +41,13 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
 // The head of the queue under `name`, if any.
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
 
+// join() then wait_for_head() until `timeout`; on failure leaves the queue
+// (deletes our key) so as not to block those behind. Returns our create
+// revision: the fencing token of the acquisition.
+Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
+                                    std::string_view value, LeaseId lease,
+                                    std::chrono::nanoseconds timeout);
+
 // Whether `key` is a contender under `name` (NAME/<16 hex digits>).
 bool is_contender_key(std::string_view name, std::string_view key);
 
