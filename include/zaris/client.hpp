@@ -31,6 +31,8 @@ struct SegmentInfo {
 
 // A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,
 // if the name contains '/', by a file path. Safe to use from many threads.
+// Watchers, sessions, mutexes and elections refer to their Client: keep it in
+// place (do not move it) while they live.
 class Client {
  public:
   static Result<Client> create(std::string_view segment, const SegmentOptions& segment_options = {},

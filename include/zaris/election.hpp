@@ -15,6 +15,7 @@
 
 namespace zaris {
 
+// One object per candidate: not safe to share between threads.
 class Election {
  public:
   Election(Session& session, std::string name);

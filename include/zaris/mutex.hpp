@@ -11,6 +11,8 @@
 
 namespace zaris {
 
+// One object per holder: not safe to share between threads (give each thread
+// its own Mutex, on its own Session for the same name).
 class Mutex {
  public:
   // `name` is a key prefix; contenders put NAME/<lease id> under it.
