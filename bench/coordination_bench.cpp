@@ -79,6 +79,18 @@ pid_t helper(Body&& body) {
   return pid;
 }
 
+// In a helper process: a client of `segment`, a session, and a Mutex on
+// `name`, handed to `body`, whose result is the exit status.
+template <typename Body>
+int with_mutex(const std::string& segment, const char* name, Body&& body) {
+  auto client = zaris::Client::open(segment);
+  if (!client) return 1;
+  auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
+  if (!session) return 2;
+  zaris::Mutex mutex(**session, name);
+  return body(*client, mutex);
+}
+
 void finish(pid_t pid, Shared* shared) {
   shared->stop.store(true);
   ::kill(pid, SIGKILL);
@@ -118,18 +130,15 @@ void BM_LockHandoff(benchmark::State& state) {
   Scratch scratch("handoff");
   Shared* shared = shared_memory();
   pid_t pid = helper([&] {
-    auto client = zaris::Client::open(scratch.name);
-    if (!client) return 1;
-    auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
-    if (!session) return 2;
-    zaris::Mutex mutex(**session, "bench/handoff");
-    shared->stage.store(1);
-    while (!shared->stop.load()) {
-      if (!mutex.lock()) return 3;
-      note_acquisition(shared, 2);
-      if (!mutex.unlock()) return 4;
-    }
-    return 0;
+    return with_mutex(scratch.name, "bench/handoff", [&](zaris::Client&, zaris::Mutex& mutex) {
+      shared->stage.store(1);
+      while (!shared->stop.load()) {
+        if (!mutex.lock()) return 3;
+        note_acquisition(shared, 2);
+        if (!mutex.unlock()) return 4;
+      }
+      return 0;
+    });
   });
   wait_stage(shared, 1);
   auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
@@ -182,24 +191,21 @@ void BM_LockWake(benchmark::State& state) {
   Shared* shared = shared_memory();
   // The helper takes the lock, waits for us to queue behind it, stamps, unlocks.
   pid_t pid = helper([&] {
-    auto client = zaris::Client::open(scratch.name);
-    if (!client) return 1;
-    auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
-    if (!session) return 2;
-    zaris::Mutex mutex(**session, "bench/wake");
-    for (int round = 1; !shared->stop.load(); round += 2) {
-      wait_stage(shared, round);
-      if (shared->stop.load()) break;
-      if (!mutex.lock()) return 3;
-      shared->stage.store(round + 1);
-      // Until the waiter is queued behind us (two keys under the name).
-      while (!shared->stop.load() && client->get_prefix("bench/wake/")->kvs.size() < 2)
-        std::this_thread::yield();
-      std::this_thread::sleep_for(200us);  // let it fall asleep
-      shared->stamp.store(now_ns());
-      if (!mutex.unlock()) return 4;
-    }
-    return 0;
+    return with_mutex(scratch.name, "bench/wake", [&](zaris::Client& client, zaris::Mutex& mutex) {
+      for (int round = 1; !shared->stop.load(); round += 2) {
+        wait_stage(shared, round);
+        if (shared->stop.load()) break;
+        if (!mutex.lock()) return 3;
+        shared->stage.store(round + 1);
+        // Until the waiter is queued behind us (two keys under the name).
+        while (!shared->stop.load() && client.get_prefix("bench/wake/")->kvs.size() < 2)
+          std::this_thread::yield();
+        std::this_thread::sleep_for(200us);  // let it fall asleep
+        shared->stamp.store(now_ns());
+        if (!mutex.unlock()) return 4;
+      }
+      return 0;
+    });
   });
   auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
   if (!session) return state.SkipWithError(session.error().message.c_str());
