@@ -27,6 +27,8 @@ struct SegmentInfo {
   std::uint32_t leases_used = 0;
   std::uint32_t keys_used = 0;
   std::uint64_t recoveries = 0;  // repairs after a process died holding the lock
+  std::uint32_t processes = 0;   // live registrations (clients that bound a lease)
+  std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
 };
 
 // A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,
@@ -81,6 +83,7 @@ class Client {
 
  private:
   friend class Watcher;
+  friend class Janitor;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -35,12 +35,13 @@ inline constexpr std::chrono::nanoseconds kMinTtl = std::chrono::milliseconds(1)
 inline constexpr std::chrono::nanoseconds kMaxTtl = std::chrono::hours(24 * 365);
 
 struct GrantOptions {
-  // Bind the lease to the granting process, so that its death can release the
-  // lease at once instead of at its TTL. The owner (pid and start time) is
-  // recorded now; releasing on death needs the process registry, which is not
-  // built yet: until then a bound lease, too, lives by its TTL. An unbound
-  // lease (the default, as in etcd) lives by its TTL alone, so another process
-  // may keep it alive.
+  // Bind the lease to the granting client's process: it ends at its TTL or as
+  // soon as that process is known dead (killed, crashed, exec'd), whichever
+  // comes first, and when the client is destroyed (docs/owners.md). The
+  // client registers in the segment's process registry the first time it
+  // binds a lease, starting one idle liveness thread. An unbound lease (the
+  // default, as in etcd) lives by its TTL alone, so another process may keep
+  // it alive and it survives its granter.
   bool bind_to_process = false;
 
   static GrantOptions bound() { return GrantOptions{true}; }
@@ -57,7 +58,7 @@ struct LeaseInfo {
   std::chrono::nanoseconds granted_ttl{0};
   std::chrono::nanoseconds remaining{0};
   bool bound_to_process = false;
-  std::int32_t owner_pid = 0;     // the granting process
+  std::int32_t owner_pid = 0;     // a bound lease's owner (its pid namespace); 0 if unbound
   std::vector<std::string> keys;  // attached keys, sorted; filled when asked for
 };
 

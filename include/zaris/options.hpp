@@ -20,6 +20,7 @@ struct SegmentOptions {
   std::uint32_t max_key_bytes = 256;     // 1 .. 4096
   std::uint32_t max_value_bytes = 1024;  // 0 .. 1,048,576
   std::uint32_t max_events = 4096;       // 64 .. 1,048,576: the watch history kept
+  std::uint32_t max_processes = 256;     // 1 .. 65,536: clients with bound leases at once
   mode_t mode = 0600;                    // permission bits of the segment
 };
 

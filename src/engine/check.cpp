@@ -56,11 +56,11 @@ std::vector<std::string> Engine::check_locked() const {
         fail("lease slot " + n(s) + " has TTL out of range");
       if (l.heap_pos >= st.heap_size || store_.heap(l.heap_pos).slot != s) {
         fail("lease slot " + n(s) + " is not where the heap says");
-      } else if (d != kDeadlineDead && store_.heap(l.heap_pos).deadline_ns > d) {
+      } else if (!segment::deadline_ended(d) && store_.heap(l.heap_pos).deadline_ns > d) {
         fail("lease slot " + n(s) + " is filed in the heap later than its deadline");
       }
       // Read the clock after the deadline: a keep-alive may have just moved it.
-      if (d != kDeadlineDead && d > static_cast<std::uint64_t>(this->now()) + ttl)
+      if (!segment::deadline_ended(d) && d > static_cast<std::uint64_t>(this->now()) + ttl)
         fail("lease slot " + n(s) + " has a deadline beyond now + TTL");
       std::uint32_t count = 0;
       std::uint32_t prev = kNone;
@@ -98,7 +98,7 @@ std::vector<std::string> Engine::check_locked() const {
       lease_seen[s] = 2;
       ++listed;
       last = s;
-      s = store_.lease(s).next_free;
+      s = store_.lease(s).next;
     }
     if (last != st.lease_free_tail) fail("lease free list tail is wrong");
     if (listed + st.retired_leases != free_slots)
@@ -107,9 +107,59 @@ std::vector<std::string> Engine::check_locked() const {
     for (std::uint32_t pos = 0; pos < st.heap_size && pos < caps.max_leases; ++pos) {
       if (pos > 0 && store_.heap((pos - 1) / 2).deadline_ns > store_.heap(pos).deadline_ns)
         fail("heap order broken at position " + n(pos));
-      if (store_.heap(pos).deadline_ns >= kDeadlineDead)
+      if (store_.heap(pos).deadline_ns >= segment::kDeadlineStates)
         fail("heap position " + n(pos) + " files a lease at a state, not a time");
     }
+
+    // ---- the process registry and its bound leases
+    std::uint32_t not_free = 0;
+    std::uint32_t dying = 0;
+    std::uint32_t bound_listed = 0;
+    std::vector<std::uint8_t> bound_seen(lease_hw, 0);
+    for (std::uint32_t i = 0; i < caps.max_processes; ++i) {
+      const segment::ProcessSlot& p = store_.process(i);
+      if (p.state > segment::kProcessDying) {
+        fail("process slot " + n(i) + " has state " + n(p.state));
+        continue;
+      }
+      if (p.state != segment::kProcessFree) ++not_free;
+      if (p.state == segment::kProcessDying) ++dying;
+      std::uint32_t count = 0;
+      std::uint32_t prev = kNone;
+      for (std::uint32_t l = p.lease_head; l != kNone;) {
+        if (l >= lease_hw || lease_seen[l] != 1 || bound_seen[l]++) {
+          fail("process slot " + n(i) + " lists lease slot " + n(l) +
+               " that is free, repeated or out of range");
+          break;
+        }
+        const LeaseSlot& lease = store_.lease(l);
+        if ((lease.flags & segment::kLeaseBound) == 0 || lease.owner != i ||
+            lease.owner_generation != p.generation)
+          fail("lease slot " + n(l) + " is on the list of process slot " + n(i) +
+               " but not bound to it");
+        if (lease.owner_prev != prev) fail("lease slot " + n(l) + " has a wrong owner_prev link");
+        ++count;
+        prev = l;
+        l = lease.next;
+      }
+      if (count != p.lease_count)
+        fail("process slot " + n(i) + " counts " + n(p.lease_count) + " leases but lists " +
+             n(count));
+      if (p.state == segment::kProcessFree && count != 0)
+        fail("free process slot " + n(i) + " has leases");
+      bound_listed += count;
+    }
+    std::uint32_t bound = 0;
+    for (std::uint32_t s = 0; s < lease_hw; ++s)
+      if (lease_seen[s] == 1 && (store_.lease(s).flags & segment::kLeaseBound) != 0) ++bound;
+    if (bound != bound_listed)
+      fail(n(bound) + " leases are bound but " + n(bound_listed) + " are on owners' lists");
+    if (not_free != st.process_count)
+      fail("process count is " + n(st.process_count) + " but " + n(not_free) + " slots are taken");
+    if (dying != st.dying_processes)
+      fail("dying process count is " + n(st.dying_processes) + " but " + n(dying) + " are dying");
+    if (st.janitor_slot != kNone && st.janitor_slot >= caps.max_processes)
+      fail("janitor slot out of range");
 
     // ---- keys: slots, free list, hash, skip list
     std::uint32_t used = 0;

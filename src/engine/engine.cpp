@@ -1,12 +1,17 @@
 #include "engine/engine.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <optional>
 #include <string>
 
 #include "segment/futex.hpp"
+#include "segment/process.hpp"
 #include "segment/robust_mutex.hpp"
 
 namespace zaris::engine {
@@ -14,6 +19,8 @@ namespace zaris::engine {
 using segment::abort_corrupt;
 using segment::kDeadlineDead;
 using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
 using segment::kIntentDeletePrefix;
 using segment::kIntentNone;
 using segment::TxAbort;
@@ -32,6 +39,8 @@ constexpr std::uint32_t kKeysPerTx = 32;
 struct Wakeups {
   std::uint64_t keys[segment::kKeyChannels / 64] = {};
   bool events = false;
+  bool registry = false;
+  bool janitor = false;
 };
 thread_local Wakeups t_wakeups;
 
@@ -68,7 +77,7 @@ std::string lease_text(LeaseId id) {
 
 std::chrono::nanoseconds remaining_of(const LeaseSlot& lease, std::int64_t now) {
   std::uint64_t d = lease.deadline_ns.load(std::memory_order_acquire);
-  if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now))
+  if (d >= kDeadlineStates || d <= static_cast<std::uint64_t>(now))
     return std::chrono::nanoseconds(0);
   return std::chrono::nanoseconds(static_cast<std::int64_t>(d - static_cast<std::uint64_t>(now)));
 }
@@ -105,6 +114,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   }
   Tx tx(mapping_->base(), layout_);
   std::optional<Result<T>> result;
+  (void)store_.take_noticed();  // only what this operation meets counts
   try {
     std::int64_t t = now();
     if (store_.journal().intent_kind != kIntentNone) finish_intent(tx, t);
@@ -122,6 +132,11 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
     // Out of memory building a result: undo, and never leave the lock held.
     tx.rollback();
     result.reset();
+  }
+  try {
+    epilogue(tx);
+  } catch (...) {
+    tx.rollback();  // its work is left for a later operation
   }
   // A death here, committed but still holding the lock, must leave "after".
   segment::crash::step();
@@ -142,12 +157,12 @@ Result<void> Engine::recover() {
     for (std::uint32_t slot = 0; slot < used; ++slot) {
       LeaseSlot& l = store_.lease(slot);
       std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-      if (d < kDeadlineDead && (l.flags & segment::kLeaseRevoked) != 0) {
+      if (d < kDeadlineStates && (l.flags & segment::kLeaseRevoked) != 0) {
         // A revoke that died before its instant: the lease lives on, unrevoked.
         tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
         tx.commit();
       }
-      if (d != kDeadlineDead) continue;
+      if (!segment::deadline_ended(d)) continue;
       if (store_.heap(l.heap_pos).slot != slot) abort_corrupt("heap does not hold a dead lease");
       if (store_.heap(l.heap_pos).deadline_ns != 0) {
         store_.heap_update(tx, l.heap_pos, 0);
@@ -184,8 +199,10 @@ segment::EventSlotHeader& Engine::event_slot(std::uint64_t index) const {
 }
 
 std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
-  return (lease.flags & segment::kLeaseRevoked) != 0 ? segment::kReasonRevoked
-                                                     : segment::kReasonExpired;
+  if ((lease.flags & segment::kLeaseRevoked) != 0) return segment::kReasonRevoked;
+  return lease.deadline_ns.load(std::memory_order_acquire) == kDeadlineOwnerDied
+             ? segment::kReasonOwnerDied
+             : segment::kReasonExpired;
 }
 
 void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
@@ -245,8 +262,12 @@ void Engine::note_key(std::string_view key) {
 void Engine::note_all() {
   for (auto& word : t_wakeups.keys) word = ~std::uint64_t{0};
   t_wakeups.events = true;
+  t_wakeups.registry = true;
+  t_wakeups.janitor = true;
   for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->janitor.seq.fetch_add(1, std::memory_order_seq_cst);
 }
 
 void Engine::wake_noted() {
@@ -256,6 +277,8 @@ void Engine::wake_noted() {
           channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq);
   }
   if (t_wakeups.events) segment::futex_wake_all(channels_->events.seq);
+  if (t_wakeups.registry) segment::futex_wake_all(channels_->registry.seq);
+  if (t_wakeups.janitor) segment::futex_wake_all(channels_->janitor.seq);
   t_wakeups = Wakeups{};
 }
 std::int64_t Engine::liveness_deadline() const {
@@ -276,6 +299,24 @@ std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake
 namespace {
 
 // Registers as a sleeper on a channel for one wait.
+constexpr std::uint32_t kFutexWaiters = 0x80000000u;
+
+// Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a
+// waiter when its thread dies; `expected` is the value to sleep on. False if
+// the word is dead.
+bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) {
+  std::atomic_ref<std::uint32_t> w(*word);
+  std::uint32_t v = w.load(std::memory_order_acquire);
+  for (;;) {
+    if (!liveness_alive(v)) return false;
+    if ((v & kFutexWaiters) != 0 ||
+        w.compare_exchange_weak(v, v | kFutexWaiters, std::memory_order_acq_rel)) {
+      expected = v | kFutexWaiters;
+      return true;
+    }
+  }
+}
+
 class Sleeper {
  public:
   explicit Sleeper(segment::Channel& channel) : channel_(channel) {
@@ -288,12 +329,28 @@ class Sleeper {
   void sleep(std::uint32_t seen, std::int64_t until_real) {
     segment::futex_wait_until(channel_.seq, seen, until_real);
   }
+  // Sleeps on the channel and on a registration's liveness word at once.
+  // Returns kNoFutexWaitv if the kernel cannot: the caller sleeps on the
+  // channel alone.
+  int sleep_or_death(std::uint32_t seen, std::uint32_t* owner_word, std::int64_t until_real) {
+    std::uint32_t expected = 0;
+    if (!arm_liveness_word(owner_word, expected)) return 0;  // dead already: look again
+    segment::FutexWord words[2] = {{reinterpret_cast<std::uint32_t*>(&channel_.seq), seen},
+                                   {owner_word, expected}};
+    int woke = segment::futex_wait_any(words, 2, until_real);
+    if (woke == -2) return kNoFutexWaitv;
+    // The kernel wakes one waiter on a death: pass it on to the others.
+    if (woke == 1 || !liveness_alive(std::atomic_ref<std::uint32_t>(*owner_word).load()))
+      segment::futex_wake_all(owner_word);
+    return woke;
+  }
+  static constexpr int kNoFutexWaitv = -2;
 
  private:
   segment::Channel& channel_;
 };
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kNever = Engine::kNever;
 
 std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
   return b > kNever - a ? kNever : a + b;
@@ -311,22 +368,26 @@ Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mo
     bool changed;
     std::int64_t lease_deadline;  // on the engine's clock, kNever without a lease
     std::int64_t now;
+    std::uint32_t* owner_word;  // the liveness word of the lease's owner, if bound
   };
   for (;;) {
     Sleeper sleeper(channel);
     std::uint32_t seq = sleeper.seq();
     auto seen = locked<Seen>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Seen> {
       Store::Probe probe = store_.find(key);
-      if (probe.slot == kNone) return Seen{seen_mod_revision != 0, kNever, now};
+      if (probe.slot == kNone) return Seen{seen_mod_revision != 0, kNever, now, nullptr};
       const KeySlotHeader& k = store_.key(probe.slot);
-      if (!store_.key_visible(k, now)) return Seen{seen_mod_revision != 0, kNever, now};
+      if (!store_.key_visible(k, now)) return Seen{seen_mod_revision != 0, kNever, now, nullptr};
       std::int64_t lease_deadline = kNever;
+      std::uint32_t* owner_word = nullptr;
       if (k.lease_id != 0) {
-        std::uint64_t d = store_.lease(store_.lease_slot_of(k.lease_id))
-                              .deadline_ns.load(std::memory_order_acquire);
-        if (d < kDeadlineDead) lease_deadline = static_cast<std::int64_t>(d);
+        const LeaseSlot& l = store_.lease(store_.lease_slot_of(k.lease_id));
+        std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+        if (d < kDeadlineStates) lease_deadline = static_cast<std::int64_t>(d);
+        if ((l.flags & segment::kLeaseBound) != 0)
+          owner_word = reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
       }
-      return Seen{k.mod_revision != seen_mod_revision, lease_deadline, now};
+      return Seen{k.mod_revision != seen_mod_revision, lease_deadline, now, owner_word};
     });
     if (!seen) return std::move(seen).error();
     if (seen->changed) return true;
@@ -334,6 +395,11 @@ Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mo
     if (seen->lease_deadline != kNever)
       until = std::min(until, real_deadline(seen->lease_deadline, seen->now));
     if (real_now() >= give_up) return false;
+    if (seen->owner_word != nullptr) {
+      // Also sleep on the owner's liveness word, so its death wakes us.
+      int woke = sleeper.sleep_or_death(seq, seen->owner_word, until);
+      if (woke != Sleeper::kNoFutexWaitv) continue;
+    }
     sleeper.sleep(seq, until);
   }
 }
@@ -438,7 +504,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
 
 bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   LeaseSlot& l = store_.lease(slot);
-  if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineDead)
+  if (!segment::deadline_ended(l.deadline_ns.load(std::memory_order_acquire)))
     abort_corrupt("reaping a lease that is not dead");
   StoreState& st = store_.state();
   // One revision for all of a lease's keys, unless other changes came since
@@ -477,6 +543,7 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
   StoreState& st = store_.state();
   std::uint32_t leases = kReapLeaseBudget;
   std::uint32_t keys = kReapKeyBudget;
+  if (st.dying_processes > 0 && !release_dying(tx, keys)) return;
   while (leases > 0 && keys > 0 && st.heap_size > 0) {
     HeapEntry top = store_.heap(0);
     if (top.deadline_ns > static_cast<std::uint64_t>(now)) return;
@@ -485,10 +552,10 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
     // One reading decides: a keep-alive may move the deadline on, or a
     // keep-alive that found it past may seal it, at any moment.
     std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-    while (d < kDeadlineDead && d <= static_cast<std::uint64_t>(now) &&
+    while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
            !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
     }
-    if (d < kDeadlineDead && d > static_cast<std::uint64_t>(now)) {
+    if (d < kDeadlineStates && d > static_cast<std::uint64_t>(now)) {
       // Kept alive since it was filed: the heap catches up with its deadline.
       store_.heap_update(tx, 0, d);
       tx.commit();
@@ -537,9 +604,21 @@ void Engine::finish_intent(Tx& tx, std::int64_t now) {
 Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& options) {
   if (ttl < kMinTtl || ttl > kMaxTtl)
     return Error{Errc::invalid_argument, "TTL must be between 1 ms and 365 days"};
+  std::uint32_t owner = kNone;
+  std::uint32_t owner_generation = 0;
+  if (options.bind_to_process) {
+    if (auto registered = ensure_registered(); !registered) return std::move(registered).error();
+    std::lock_guard guard(registration_mutex_);
+    owner = reg_slot_;
+    owner_generation = reg_generation_;
+  }
   return locked<LeaseId>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<LeaseId> {
-    std::uint32_t slot =
-        store_.grant(tx, static_cast<std::uint64_t>(ttl.count()), now, options.bind_to_process);
+    if (owner != kNone) {
+      const ProcessSlot& p = store_.process(owner);
+      if (p.generation != owner_generation || !store_.process_alive(p))
+        return Error{Errc::lease_lost, "this client's process registration was lost"};
+    }
+    std::uint32_t slot = store_.grant(tx, static_cast<std::uint64_t>(ttl.count()), now, owner);
     if (slot == kNone)
       return Error{Errc::no_space,
                    "lease table is full (" + std::to_string(layout_.caps.max_leases) + " leases)"};
@@ -563,11 +642,11 @@ Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
     }
     std::uint64_t ttl = l.ttl_ns.load(std::memory_order_relaxed);
     std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
-    if (deadline >= kDeadlineDead) return lease_error(LeaseLookup::lost, id);
+    if (deadline >= kDeadlineStates) return lease_error(LeaseLookup::lost, id);
     auto t = static_cast<std::uint64_t>(now());
-    if (deadline <= t) {
-      if (cas_lease_pair(l, want, deadline, kDeadlineDead))
-        return lease_error(LeaseLookup::lost, id);
+    if (deadline <= t || !store_.owner_alive(l)) {
+      std::uint64_t seal = deadline <= t ? kDeadlineDead : kDeadlineOwnerDied;
+      if (cas_lease_pair(l, want, deadline, seal)) return lease_error(LeaseLookup::lost, id);
       continue;
     }
     if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
@@ -585,25 +664,31 @@ Result<void> Engine::revoke(LeaseId id) {
     std::uint32_t slot = kNone;
     LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
-    LeaseSlot& l = store_.lease(slot);
-    // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
-    tx.set(l.flags, l.flags | segment::kLeaseRevoked);
-    tx.commit();
-    // The revoke's single instant: from this CAS on the lease and its keys are gone.
-    std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-    while (!l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
-    }
-    if (d >= kDeadlineDead || d <= static_cast<std::uint64_t>(now)) {
-      // Sealed by a racing keep-alive that found it expired: it is not ours to
-      // revoke, and its keys' DELETEs will say "expired".
-      tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
-      tx.commit();
-      return lease_error(LeaseLookup::lost, id);
-    }
+    if (!revoke_slot(tx, slot, now)) return lease_error(LeaseLookup::lost, id);
     std::uint32_t unlimited = ~std::uint32_t{0};
     reap_lease(tx, slot, unlimited);
     return {};
   });
+}
+
+bool Engine::revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now) {
+  LeaseSlot& l = store_.lease(slot);
+  // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
+  tx.set(l.flags, l.flags | segment::kLeaseRevoked);
+  tx.commit();
+  // The revoke's single instant: from this CAS on the lease and its keys are gone.
+  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+  while (d < kDeadlineStates &&
+         !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+  }
+  if (d >= kDeadlineStates || d <= static_cast<std::uint64_t>(now)) {
+    // Ended otherwise first (a racing keep-alive found it expired): it is not
+    // ours to revoke, and its keys' DELETEs will say why it ended.
+    tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
+    tx.commit();
+    return false;
+  }
+  return true;
 }
 
 Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
@@ -617,7 +702,8 @@ Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
     info.granted_ttl = std::chrono::nanoseconds(l.ttl_ns.load(std::memory_order_relaxed));
     info.remaining = remaining_of(l, now);
     info.bound_to_process = (l.flags & segment::kLeaseBound) != 0;
-    info.owner_pid = static_cast<std::int32_t>(l.owner_pid);
+    if (info.bound_to_process)
+      info.owner_pid = static_cast<std::int32_t>(store_.process(l.owner).pid);
     if (with_keys) {
       std::uint32_t steps = 0;
       for (std::uint32_t k = l.key_head; k != kNone; k = store_.key(k).lease_next) {
@@ -816,7 +902,14 @@ Result<SegmentInfo> Engine::info() {
     info.capacities.max_keys = layout_.caps.max_keys;
     info.capacities.max_key_bytes = layout_.caps.max_key_bytes;
     info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
+    info.capacities.max_processes = layout_.caps.max_processes;
     info.revision = st.revision;
+    info.processes = st.process_count - st.dying_processes;
+    if (st.janitor_slot != kNone) {
+      ProcessSlot& p = store_.process(st.janitor_slot);
+      if (p.generation == st.janitor_generation && store_.process_alive(p))
+        info.janitor_pid = static_cast<std::int32_t>(p.pid);
+    }
     info.leases_used = st.lease_count;
     info.keys_used = st.key_count;
     info.recoveries = st.recoveries;
@@ -837,6 +930,354 @@ Result<void> Engine::repair() {
 Result<std::vector<std::string>> Engine::check() {
   using Out = std::vector<std::string>;
   return locked<Out>(Reap::no, [&](Tx&, std::int64_t) -> Result<Out> { return check_locked(); });
+}
+
+}  // namespace zaris::engine
+
+// ---------------------------------------------------------------- owners (docs/owners.md)
+
+namespace zaris::engine {
+
+namespace {
+
+// Budgets of one janitor transaction round.
+constexpr std::uint32_t kJanitorLeaseBudget = 256;
+constexpr std::uint32_t kJanitorKeyBudget = 1024;
+// Heap entries due within this much are refreshed from their leases' real
+// deadlines, so that kept-alive leases wake the janitor once per horizon at most.
+constexpr std::int64_t kRefreshHorizonNs = 1'000'000'000;
+constexpr std::uint32_t kRefreshBudget = 512;
+
+}  // namespace
+
+Engine::~Engine() {
+  stop_liveness();
+}
+
+void Engine::epilogue(Tx& tx) {
+  if (std::uint32_t dead = store_.take_noticed(); dead != kNone) {
+    mark_dying(tx, dead);
+    std::uint32_t keys = kReapKeyBudget;
+    release_dying(tx, keys);
+  }
+  // The janitor sleeps until janitor_wake_at: wake it if the heap's top is
+  // now earlier (a grant, a revoke or a death left work for it).
+  segment::Channel& janitor = channels_->janitor;
+  const StoreState& st = store_.state();
+  if (janitor.sleepers.load(std::memory_order_seq_cst) != 0 && st.heap_size > 0 &&
+      store_.heap(0).deadline_ns < channels_->janitor_wake_at.load(std::memory_order_relaxed)) {
+    channels_->janitor_wake_at.store(0, std::memory_order_relaxed);  // once is enough
+    bump(janitor, t_wakeups.janitor);
+  }
+}
+
+void Engine::mark_dying(Tx& tx, std::uint32_t process) {
+  ProcessSlot& p = store_.process(process);
+  if (p.state != segment::kProcessLive || store_.process_alive(p)) return;
+  StoreState& st = store_.state();
+  tx.set(p.state, segment::kProcessDying);
+  tx.set(st.dying_processes, st.dying_processes + 1);
+  tx.commit();
+  // The kernel woke one waiter on the death, perhaps not all: wake them all.
+  segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
+  bump(channels_->registry, t_wakeups.registry);
+}
+
+bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* released) {
+  StoreState& st = store_.state();
+  for (std::uint32_t i = 0; i < layout_.caps.max_processes && st.dying_processes > 0; ++i) {
+    ProcessSlot& p = store_.process(i);
+    if (p.state != segment::kProcessDying) continue;
+    std::uint32_t steps = 0;
+    while (p.lease_head != kNone) {
+      if (++steps > layout_.caps.max_leases) abort_corrupt("owner lease list has a cycle");
+      std::uint32_t slot = p.lease_head;
+      LeaseSlot& l = store_.lease(slot);
+      if ((l.flags & segment::kLeaseBound) == 0 || l.owner != i)
+        abort_corrupt("owner lease list holds another's lease");
+      // Ends now, unless it ended otherwise first (and says so).
+      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+      while (d < kDeadlineStates && !l.deadline_ns.compare_exchange_weak(
+                                        d, kDeadlineOwnerDied, std::memory_order_acq_rel)) {
+      }
+      if (!reap_lease(tx, slot, key_budget)) return false;
+    }
+    tx.set(p.state, segment::kProcessFree);
+    tx.set(st.process_count, st.process_count - 1);
+    tx.set(st.dying_processes, st.dying_processes - 1);
+    if (st.janitor_slot == i) tx.set(st.janitor_slot, kNone);
+    tx.commit();
+    if (released != nullptr) ++*released;
+    bump(channels_->registry, t_wakeups.registry);
+  }
+  if (st.dying_processes > 0) abort_corrupt("dying process count");
+  return true;
+}
+
+Result<std::uint32_t> Engine::register_locked() {
+  return locked<std::uint32_t>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<std::uint32_t> {
+    StoreState& st = store_.state();
+    const std::uint32_t capacity = layout_.caps.max_processes;
+    std::uint32_t chosen = kNone;
+    for (std::uint32_t i = 0; i < capacity && chosen == kNone; ++i)
+      if (store_.process(i).state == segment::kProcessFree) chosen = i;
+    for (std::uint32_t i = 0; i < capacity && chosen == kNone; ++i) {
+      // A registration that died holding no lease: nothing to release.
+      ProcessSlot& p = store_.process(i);
+      if (p.state == segment::kProcessLive && !store_.process_alive(p) && p.lease_count == 0) {
+        tx.set(st.process_count, st.process_count - 1);
+        if (st.janitor_slot == i) tx.set(st.janitor_slot, kNone);
+        chosen = i;
+      }
+    }
+    if (chosen == kNone)
+      return Error{Errc::no_space, "process table is full (" + std::to_string(capacity) +
+                                       " registrations with bound leases)"};
+    ProcessSlot& p = store_.process(chosen);
+    if (p.lease_head != kNone || p.lease_count != 0) abort_corrupt("a free registration has leases");
+    // The generation first: a lease of an earlier registration never matches.
+    tx.set(p.generation, p.generation + 1);
+    tx.set(p.state, segment::kProcessLive);
+    tx.set(p.pid, static_cast<std::uint32_t>(segment::self_pid()));
+    tx.set(p.start_time, segment::self_start_time());
+    tx.set(p.flags, 0u);
+    tx.set(st.process_count, st.process_count + 1);
+    // Last: nothing may abort once this thread holds the liveness mutex.
+    int rc = pthread_mutex_trylock(&p.alive);
+    if (rc == EOWNERDEAD) {
+      pthread_mutex_consistent(&p.alive);
+      rc = 0;
+    }
+    if (rc != 0) abort_corrupt("the liveness mutex of a free registration is held");
+    bump(channels_->registry, t_wakeups.registry);
+    return chosen;
+  });
+}
+
+void Engine::deregister_locked() {
+  (void)locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
+    ProcessSlot& p = store_.process(reg_slot_);
+    if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
+      pthread_mutex_unlock(&p.alive);
+      return {};
+    }
+    StoreState& st = store_.state();
+    std::uint32_t steps = 0;
+    while (p.lease_head != kNone) {
+      if (++steps > layout_.caps.max_leases) abort_corrupt("owner lease list has a cycle");
+      std::uint32_t slot = p.lease_head;
+      revoke_slot(tx, slot, now);  // or it ended otherwise: reaped all the same
+      std::uint32_t unlimited = ~std::uint32_t{0};
+      reap_lease(tx, slot, unlimited);
+    }
+    tx.set(p.state, segment::kProcessFree);
+    tx.set(st.process_count, st.process_count - 1);
+    if (st.janitor_slot == reg_slot_) tx.set(st.janitor_slot, kNone);
+    tx.commit();
+    // After the commit: a death before it leaves a dead registration; after
+    // it, a free slot whose mutex the next claimer finds OWNER_DIED.
+    pthread_mutex_unlock(&p.alive);
+    bump(channels_->registry, t_wakeups.registry);
+    return {};
+  });
+}
+
+void Engine::liveness_main(std::uint32_t* slot_out, Result<void>* result,
+                           std::atomic<int>* done) {
+  auto registered = register_locked();
+  if (registered) {
+    *slot_out = *registered;
+    *result = Result<void>{};
+  } else {
+    *result = std::move(registered).error();
+  }
+  bool ok = registered.ok();
+  done->store(1, std::memory_order_release);
+  done->notify_all();
+  if (!ok) return;
+  // Holds the liveness mutex (this thread's robust list) until told to stop.
+  while (liveness_stop_.load(std::memory_order_acquire) == 0) liveness_stop_.wait(0);
+  deregister_locked();
+}
+
+Result<void> Engine::ensure_registered() {
+  std::lock_guard guard(registration_mutex_);
+  const int self = segment::self_pid();
+  if (liveness_ && reg_pid_ == self) return {};
+  if (liveness_) {
+    // A child of fork(): the registration and its thread are the parent's.
+    (void)liveness_.release();  // the thread does not exist here; never join it
+    reg_slot_ = kNone;
+  }
+  std::uint32_t slot = kNone;
+  Result<void> result{Error{Errc::io_error, "liveness thread did not start"}};
+  std::atomic<int> done{0};
+  liveness_stop_.store(0);
+  // The thread takes no signal meant for the process.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  try {
+    liveness_ = std::make_unique<std::thread>(
+        [this, &slot, &result, &done] { liveness_main(&slot, &result, &done); });
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    return Error{Errc::io_error, "cannot start the liveness thread"};
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  while (done.load(std::memory_order_acquire) == 0) done.wait(0);
+  if (!result) {
+    liveness_->join();
+    liveness_.reset();
+    return result;
+  }
+  reg_slot_ = slot;
+  reg_generation_ = store_.process(slot).generation;  // written by its claim, committed
+  reg_pid_ = self;
+  return {};
+}
+
+void Engine::stop_liveness() {
+  std::lock_guard guard(registration_mutex_);
+  if (!liveness_) return;
+  if (reg_pid_ != segment::self_pid()) {
+    (void)liveness_.release();  // the parent's thread, not ours
+    return;
+  }
+  liveness_stop_.store(1, std::memory_order_release);
+  liveness_stop_.notify_all();
+  liveness_->join();
+  liveness_.reset();
+  reg_slot_ = kNone;
+}
+
+Result<void> Engine::claim_janitor() {
+  if (auto registered = ensure_registered(); !registered) return registered;
+  std::uint32_t mine;
+  std::uint32_t generation;
+  {
+    std::lock_guard guard(registration_mutex_);
+    mine = reg_slot_;
+    generation = reg_generation_;
+  }
+  return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<void> {
+    StoreState& st = store_.state();
+    if (st.janitor_slot != kNone && st.janitor_slot != mine) {
+      ProcessSlot& other = store_.process(st.janitor_slot);
+      if (other.generation == st.janitor_generation && store_.process_alive(other))
+        return Error{Errc::already_exists,
+                     "a janitor already runs on this segment: pid " + std::to_string(other.pid)};
+    }
+    ProcessSlot& p = store_.process(mine);
+    if (p.generation != generation || !store_.process_alive(p))
+      return Error{Errc::lease_lost, "this client's process registration was lost"};
+    tx.set(st.janitor_slot, mine);
+    tx.set(st.janitor_generation, generation);
+    tx.set(p.flags, p.flags | segment::kProcessJanitor);
+    return {};
+  });
+}
+
+void Engine::resign_janitor() {
+  std::uint32_t mine;
+  {
+    std::lock_guard guard(registration_mutex_);
+    mine = reg_slot_;
+  }
+  if (mine == kNone) return;
+  (void)locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
+    StoreState& st = store_.state();
+    if (st.janitor_slot != mine) return {};
+    tx.set(st.janitor_slot, kNone);
+    ProcessSlot& p = store_.process(mine);
+    tx.set(p.flags, p.flags & ~segment::kProcessJanitor);
+    channels_->janitor_wake_at.store(~std::uint64_t{0}, std::memory_order_relaxed);
+    return {};
+  });
+}
+
+Result<Engine::JanitorPass> Engine::janitor_pass() {
+  std::uint32_t mine;
+  std::uint32_t generation;
+  {
+    std::lock_guard guard(registration_mutex_);
+    mine = reg_slot_;
+    generation = reg_generation_;
+  }
+  return locked<JanitorPass>(Reap::no, [&](Tx& tx, std::int64_t now) -> Result<JanitorPass> {
+    StoreState& st = store_.state();
+    if (mine == kNone || st.janitor_slot != mine || st.janitor_generation != generation)
+      return Error{Errc::not_owner, "this client is no longer the segment's janitor"};
+    JanitorPass pass;
+    // Deaths: every live registration whose liveness thread died.
+    for (std::uint32_t i = 0; i < layout_.caps.max_processes; ++i) {
+      ProcessSlot& p = store_.process(i);
+      if (p.state != segment::kProcessLive) continue;
+      if (!store_.process_alive(p)) {
+        mark_dying(tx, i);
+      } else if (i != mine) {
+        pass.owners.push_back(
+            segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.alive), 0});
+      }
+    }
+    std::uint32_t keys = kJanitorKeyBudget;
+    if (!release_dying(tx, keys, &pass.released_processes)) {
+      pass.more = true;
+      return pass;
+    }
+    // Expiries: every lease due now.
+    std::uint32_t leases = kJanitorLeaseBudget;
+    while (st.heap_size > 0 && leases > 0 && keys > 0) {
+      HeapEntry top = store_.heap(0);
+      if (top.deadline_ns > static_cast<std::uint64_t>(now)) break;
+      --leases;
+      LeaseSlot& l = store_.lease(top.slot);
+      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+      while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
+             !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+      }
+      if (d < kDeadlineStates && d > static_cast<std::uint64_t>(now)) {
+        store_.heap_update(tx, 0, d);
+        tx.commit();
+        continue;
+      }
+      if (!reap_lease(tx, top.slot, keys)) break;
+      ++pass.reaped_leases;
+    }
+    if (leases == 0 || keys == 0) {
+      pass.more = true;
+      return pass;
+    }
+    // Kept-alive leases filed early: refresh those due within the horizon
+    // from their real deadlines, so the next wake-up is a real one.
+    const std::uint64_t horizon = static_cast<std::uint64_t>(now) + kRefreshHorizonNs;
+    std::uint32_t refresh[kRefreshBudget];
+    std::uint32_t found = 0;
+    std::uint32_t stack[64];
+    std::uint32_t depth = 0;
+    if (st.heap_size > 0) stack[depth++] = 0;
+    while (depth > 0 && found < kRefreshBudget) {
+      std::uint32_t pos = stack[--depth];
+      const HeapEntry& e = store_.heap(pos);
+      if (e.deadline_ns > horizon) continue;
+      refresh[found++] = e.slot;
+      for (std::uint64_t child = std::uint64_t{pos} * 2 + 1;
+           child <= std::uint64_t{pos} * 2 + 2 && child < st.heap_size && depth < 64; ++child)
+        stack[depth++] = static_cast<std::uint32_t>(child);
+    }
+    for (std::uint32_t i = 0; i < found; ++i) {
+      LeaseSlot& l = store_.lease(refresh[i]);
+      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+      const HeapEntry& e = store_.heap(l.heap_pos);
+      if (d < kDeadlineStates && d > e.deadline_ns) store_.heap_update(tx, l.heap_pos, d);
+    }
+    tx.commit();
+    std::uint64_t next = st.heap_size > 0 ? store_.heap(0).deadline_ns : ~std::uint64_t{0};
+    channels_->janitor_wake_at.store(next, std::memory_order_relaxed);
+    if (next < static_cast<std::uint64_t>(kNever))
+      pass.next_deadline = real_deadline(static_cast<std::int64_t>(next), now);
+    return pass;
+  });
 }
 
 }  // namespace zaris::engine

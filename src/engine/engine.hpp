@@ -2,12 +2,17 @@
 // lock discipline around it, reaping as operations pass by, and recovery.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/store.hpp"
+#include "segment/futex.hpp"
 #include "segment/mapping.hpp"
 #include "zaris/client.hpp"
 #include "zaris/watch.hpp"
@@ -17,6 +22,9 @@ namespace zaris::engine {
 class Engine {
  public:
   Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options);
+  ~Engine();  // deregisters, releasing this client's bound leases
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   Result<LeaseId> grant(std::chrono::nanoseconds ttl, const GrantOptions& options);
   Result<std::chrono::nanoseconds> keep_alive(LeaseId id);
@@ -53,6 +61,30 @@ class Engine {
 
   const segment::Mapping& mapping() const { return *mapping_; }
 
+  // ---- the process registry and the janitor (docs/owners.md)
+  // Registers this client, once (again in the child of a fork), starting its
+  // liveness thread: needed before it binds a lease.
+  Result<void> ensure_registered();
+  // Makes this client's registration the segment's janitor. Errc::already_exists
+  // names the pid of a janitor that lives.
+  Result<void> claim_janitor();
+  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+  struct JanitorPass {
+    std::int64_t next_deadline = kNever;    // CLOCK_MONOTONIC: look again then at the latest
+    std::vector<segment::FutexWord> owners;  // liveness words of live registrations
+    std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
+    std::uint32_t released_processes = 0;    // dead registrations fully released
+    bool more = false;                       // work is left: call again at once
+  };
+  // One round of the janitor's work, in bounded transactions (see owners.md).
+  // Errc::not_owner if this client is no longer the janitor.
+  Result<JanitorPass> janitor_pass();
+  // Channels the janitor sleeps on (sleepers counted by the caller).
+  segment::Channel& janitor_channel() const { return channels_->janitor; }
+  segment::Channel& registry_channel() const { return channels_->registry; }
+  // Steps down as janitor (no-op if not it).
+  void resign_janitor();
+
  private:
   enum class Reap { no, yes };
   template <typename T, typename Body>
@@ -86,6 +118,20 @@ class Engine {
   std::int64_t liveness_deadline() const;
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
+  // Ends a live lease as a revoke does; false if it had already ended.
+  bool revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now);
+  // Marks a dead registration dying (its leases are to be released).
+  void mark_dying(Tx& tx, std::uint32_t process);
+  // Releases leases of dying registrations while `key_budget` lasts; true when none is left.
+  bool release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* released = nullptr);
+  // After an operation: acts on a dead owner it met, and wakes the janitor if
+  // the next expiry came earlier than it planned.
+  void epilogue(Tx& tx);
+  // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
+  void liveness_main(std::uint32_t* slot_out, Result<void>* result, std::atomic<int>* done);
+  Result<std::uint32_t> register_locked();
+  void deregister_locked();
+  void stop_liveness();
 
   std::unique_ptr<segment::Mapping> mapping_;
   segment::Layout layout_;
@@ -95,6 +141,14 @@ class Engine {
   segment::EventRingHeader* ring_;
   std::shared_ptr<const Clock> clock_;
   std::chrono::nanoseconds lock_timeout_;
+
+  // This client's registration; guarded by registration_mutex_.
+  std::mutex registration_mutex_;
+  std::uint32_t reg_slot_ = kNone;
+  std::uint32_t reg_generation_ = 0;
+  int reg_pid_ = 0;
+  std::unique_ptr<std::thread> liveness_;
+  std::atomic<std::uint32_t> liveness_stop_{0};
 };
 
 }  // namespace zaris::engine

@@ -9,6 +9,8 @@ namespace zaris::engine {
 using segment::abort_corrupt;
 using segment::kDeadlineDead;
 using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
 
 Store::Store(std::uint8_t* base, const Layout& layout) noexcept
     : base_(base),
@@ -19,6 +21,7 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
       heap_(reinterpret_cast<HeapEntry*>(base + layout.heap_offset)),
       keys_(base + layout.keys_offset),
       buckets_(reinterpret_cast<std::uint64_t*>(base + layout.buckets_offset)),
+      processes_(reinterpret_cast<ProcessSlot*>(base + layout.processes_offset)),
       slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
       hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
 
@@ -30,11 +33,16 @@ LeaseSlot& Store::lease(std::uint32_t slot) const {
 bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
   for (;;) {
-    if (d >= kDeadlineDead) return false;
-    if (d > static_cast<std::uint64_t>(now)) return true;
-    // Past its deadline: seal it, so a late keep-alive cannot bring it back.
-    if (l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel))
-      return false;
+    if (d >= kDeadlineStates) return false;
+    std::uint64_t seal = kDeadlineDead;
+    if (d > static_cast<std::uint64_t>(now)) {
+      if (owner_alive(l)) return true;
+      // Its owner died: the lease ends now, and the registration is released.
+      seal = kDeadlineOwnerDied;
+      noticed_dead_ = l.owner;
+    }
+    // Ended: seal it, so a late keep-alive cannot bring it back.
+    if (l.deadline_ns.compare_exchange_weak(d, seal, std::memory_order_acq_rel)) return false;
   }
 }
 
@@ -53,7 +61,7 @@ LeaseLookup Store::lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_
   return lease_live(l, now) ? LeaseLookup::live : LeaseLookup::lost;
 }
 
-std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool bound) {
+std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::uint32_t owner) {
   StoreState& st = *state_;
   const std::uint32_t capacity = layout_->caps.max_leases;
   std::uint32_t slot;
@@ -68,7 +76,7 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool 
     LeaseSlot& l = lease(slot);
     if (l.deadline_ns.load(std::memory_order_acquire) != kDeadlineFree)
       abort_corrupt("lease free list holds a slot in use");
-    std::uint32_t next = l.next_free;
+    std::uint32_t next = l.next;
     if (next != kNone && next >= capacity) abort_corrupt("lease free list");
     tx.set(st.lease_free_head, next);
     if (next == kNone) tx.set(st.lease_free_tail, kNone);
@@ -80,12 +88,23 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool 
   std::uint64_t deadline = static_cast<std::uint64_t>(now) + ttl_ns;
   tx.set_atomic(l.ttl_ns, ttl_ns);
   tx.set(l.end_revision, std::uint64_t{0});
-  tx.set(l.owner_start_time, segment::self_start_time());
-  tx.set(l.owner_pid, static_cast<std::uint32_t>(segment::self_pid()));
-  tx.set(l.flags, bound ? segment::kLeaseBound : 0u);
+  tx.set(l.flags, owner != kNone ? segment::kLeaseBound : 0u);
   tx.set(l.key_head, kNone);
   tx.set(l.key_count, 0u);
-  tx.set(l.next_free, kNone);
+  tx.set(l.owner, owner);
+  tx.set(l.owner_prev, kNone);
+  tx.set(l.next, kNone);
+  if (owner != kNone) {
+    // At the head of its owner's list.
+    ProcessSlot& p = process(owner);
+    tx.set(l.owner_generation, p.generation);
+    tx.set(l.next, p.lease_head);
+    if (p.lease_head != kNone) tx.set(lease(p.lease_head).owner_prev, slot);
+    tx.set(p.lease_head, slot);
+    tx.set(p.lease_count, p.lease_count + 1);
+  } else {
+    tx.set(l.owner_generation, 0u);
+  }
   heap_push(tx, slot, deadline);
   // The id before the deadline: keep_alive matches the id, then the pair.
   tx.set_atomic(l.id, generation << layout_->lease_slot_bits | slot);
@@ -99,6 +118,20 @@ void Store::free_lease(Tx& tx, std::uint32_t slot) {
   LeaseSlot& l = lease(slot);
   if (l.key_head != kNone || l.key_count != 0) abort_corrupt("freeing a lease that has keys");
   if (st.lease_count == 0) abort_corrupt("lease count");
+  if ((l.flags & segment::kLeaseBound) != 0) {
+    ProcessSlot& p = process(l.owner);
+    if (p.lease_count == 0) abort_corrupt("owner lease count");
+    if (l.owner_prev == kNone) {
+      if (p.lease_head != slot) abort_corrupt("owner lease list");
+      tx.set(p.lease_head, l.next);
+    } else {
+      tx.set(lease(l.owner_prev).next, l.next);
+    }
+    if (l.next != kNone) tx.set(lease(l.next).owner_prev, l.owner_prev);
+    tx.set(p.lease_count, p.lease_count - 1);
+    tx.set(l.flags, l.flags & ~segment::kLeaseBound);
+    tx.set(l.owner, kNone);
+  }
   heap_remove(tx, l.heap_pos);
   tx.set_atomic(l.deadline_ns, kDeadlineFree);
   tx.set(st.lease_count, st.lease_count - 1);
@@ -109,11 +142,11 @@ void Store::free_lease(Tx& tx, std::uint32_t slot) {
     tx.set(st.retired_leases, st.retired_leases + 1);
     return;
   }
-  tx.set(l.next_free, kNone);
+  tx.set(l.next, kNone);
   if (st.lease_free_tail == kNone) {
     tx.set(st.lease_free_head, slot);
   } else {
-    tx.set(lease(st.lease_free_tail).next_free, slot);
+    tx.set(lease(st.lease_free_tail).next, slot);
   }
   tx.set(st.lease_free_tail, slot);
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string_view>
 
@@ -22,6 +23,7 @@ using segment::KeySlotHeader;
 using segment::kNone;
 using segment::Layout;
 using segment::LeaseSlot;
+using segment::ProcessSlot;
 using segment::StoreState;
 using segment::Tx;
 
@@ -51,10 +53,26 @@ class Store {
   LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const;
   // True if the allocated lease in `slot` is live at `now` (seals it if not).
   bool lease_live(LeaseSlot& lease, std::int64_t now) const;
-  // Allocates a slot and writes a live lease; kNone when the table is full.
-  std::uint32_t grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, bool bound);
-  // REQUIRES: the lease is DEAD and has no keys left. Frees its slot.
+  // Allocates a slot and writes a live lease, bound to the registration in
+  // `owner` (kNone: unbound); kNone when the table is full.
+  std::uint32_t grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::uint32_t owner);
+  // REQUIRES: the lease has ended and has no keys left. Frees its slot (and
+  // unlinks it from its owner's list).
   void free_lease(Tx& tx, std::uint32_t slot);
+
+  // ---- the process registry (registry.cpp; docs/owners.md) ----
+  ProcessSlot& process(std::uint32_t slot) const;
+  // Whether the registration in `p` is live and its liveness thread has not died.
+  bool process_alive(const ProcessSlot& p) const noexcept;
+  // Whether a bound lease's owner lives (true for an unbound lease).
+  bool owner_alive(const LeaseSlot& lease) const;
+  // A registration found dead by lease_live() since the last take_noticed():
+  // the engine marks it dying. kNone if none.
+  std::uint32_t take_noticed() const noexcept {
+    std::uint32_t s = noticed_dead_;
+    noticed_dead_ = kNone;
+    return s;
+  }
 
   // The expiry heap.
   HeapEntry& heap(std::uint32_t pos) const;
@@ -113,8 +131,17 @@ class Store {
   HeapEntry* heap_;
   std::uint8_t* keys_;
   std::uint64_t* buckets_;
+  ProcessSlot* processes_;
   std::uint64_t slot_mask_;
   std::uint64_t hash_seed_;
+  mutable std::uint32_t noticed_dead_ = kNone;
 };
+
+// The futex word of a registration's liveness mutex (glibc's `__lock`).
+std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
+// Whether a liveness word names a thread that has not died.
+constexpr bool liveness_alive(std::uint32_t word) noexcept {
+  return (word & 0x3fffffffu) != 0 && (word & 0x40000000u) == 0;  // TID mask, OWNER_DIED
+}
 
 }  // namespace zaris::engine

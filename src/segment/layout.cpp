@@ -16,7 +16,8 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_keys < 1 || caps.max_keys > kMaxKeysLimit) return false;
   if (caps.max_key_bytes < 1 || caps.max_key_bytes > kMaxKeyBytesLimit) return false;
   if (caps.max_value_bytes > kMaxValueBytesLimit) return false;
-  if (caps.max_events < kMinEvents || caps.max_events > kMaxEventsLimit || caps.reserved != 0) return false;
+  if (caps.max_events < kMinEvents || caps.max_events > kMaxEventsLimit) return false;
+  if (caps.max_processes < 1 || caps.max_processes > kMaxProcessesLimit) return false;
 
   Layout l;
   l.caps = caps;
@@ -48,6 +49,8 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
       sizeof(EventSlotHeader) + std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes, 8);
   at = round_up(l.event_slots_offset + std::uint64_t{caps.max_events} * l.event_slot_bytes,
                 kCacheLine);
+  l.processes_offset = at;
+  at += std::uint64_t{caps.max_processes} * sizeof(ProcessSlot);
   l.total_bytes = at;
   l.lease_slot_bits =
       caps.max_leases <= 2 ? 1 : static_cast<std::uint32_t>(std::bit_width(caps.max_leases - 1));
@@ -62,7 +65,7 @@ AbiStamp current_abi() noexcept {
 
 Capacities to_capacities(const SegmentOptions& options) noexcept {
   return Capacities{options.max_leases,      options.max_keys,   options.max_key_bytes,
-                    options.max_value_bytes, options.max_events, 0};
+                    options.max_value_bytes, options.max_events, options.max_processes};
 }
 
 }  // namespace zaris::segment

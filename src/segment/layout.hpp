@@ -10,6 +10,9 @@
 //   HeapEntry[max_leases]          expiry min-heap (lazily revalidated)
 //   KeySlot[max_keys]              header + key bytes + value bytes
 //   u64 buckets[hash_buckets]      open-addressing hash index of keys
+//   Channels                       futex words waiters sleep on
+//   EventRingHeader, EventSlot[max_events]
+//   ProcessSlot[max_processes]     the process registry (docs/owners.md)
 //
 // Writers: only the creator writes the Header. Every other word is written by
 // the holder of Control::mutex, through the journal (Tx), with three
@@ -31,7 +34,7 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 2;
+inline constexpr std::uint32_t kLayoutVersion = 3;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -43,6 +46,7 @@ inline constexpr std::uint32_t kMaxKeysLimit = 1u << 24;
 inline constexpr std::uint32_t kMaxKeyBytesLimit = 4096;
 inline constexpr std::uint32_t kMaxValueBytesLimit = 1u << 20;
 inline constexpr std::uint32_t kMaxEventsLimit = 1u << 20;
+inline constexpr std::uint32_t kMaxProcessesLimit = 1u << 16;
 // More than one transaction ever appends (a batch of 32 keys, or a put's two
 // events), so a rolled-back transaction never gives up events still readable.
 inline constexpr std::uint32_t kMinEvents = 64;
@@ -51,6 +55,13 @@ inline constexpr std::uint32_t kKeyChannels = 256;  // futex words keys hash ont
 // Lease deadline words at or above kDeadlineDead are states, not times.
 inline constexpr std::uint64_t kDeadlineFree = ~0ULL;      // slot unused
 inline constexpr std::uint64_t kDeadlineDead = ~0ULL - 1;  // ended; keys not yet reaped
+// Ended because its owner process died (docs/owners.md); otherwise as DEAD.
+inline constexpr std::uint64_t kDeadlineOwnerDied = ~0ULL - 2;
+// The lowest state: deadline words below it are times.
+inline constexpr std::uint64_t kDeadlineStates = kDeadlineOwnerDied;
+constexpr bool deadline_ended(std::uint64_t d) {
+  return d == kDeadlineDead || d == kDeadlineOwnerDied;
+}
 
 inline constexpr std::uint32_t kSkipLevels = 12;  // p = 1/4: enough for 16M keys
 
@@ -73,7 +84,7 @@ struct Capacities {
   std::uint32_t max_key_bytes;
   std::uint32_t max_value_bytes;
   std::uint32_t max_events;
-  std::uint32_t reserved;
+  std::uint32_t max_processes;
   friend bool operator==(const Capacities&, const Capacities&) = default;
 };
 static_assert(sizeof(Capacities) == 24);
@@ -117,8 +128,13 @@ struct StoreState {
   std::uint32_t lease_high_water;        // lease slots at or above it were never granted (id 0)
   std::uint32_t key_high_water;          // key slots at or above it were never allocated
   std::uint32_t skip_head[kSkipLevels];  // first key slot at each level
+  // The process registry (docs/owners.md).
+  std::uint32_t process_count;       // registrations not free (live or dying)
+  std::uint32_t dying_processes;     // registrations whose leases are being released
+  std::uint32_t janitor_slot;        // the janitor's registration, or kNone
+  std::uint32_t janitor_generation;  // its generation when it claimed the role
 };
-static_assert(sizeof(StoreState) == 104);
+static_assert(sizeof(StoreState) == 120);
 static_assert(offsetof(StoreState, lease_count) == 16);
 static_assert(offsetof(StoreState, heap_size) == 36);
 static_assert(offsetof(StoreState, skip_head) == 56);
@@ -159,6 +175,11 @@ static_assert(sizeof(Channel) == 8);
 struct alignas(kCacheLine) Channels {
   Channel events;              // bumped when events are appended
   Channel keys[kKeyChannels];  // bumped when a key hashing here changes
+  Channel registry;            // bumped when a registration comes, goes or dies
+  Channel janitor;             // bumped when the janitor should look before janitor_wake_at
+  // When the janitor plans to look next (the engine's clock, ns); ~0 when no
+  // janitor sleeps. Written by the janitor under the lock.
+  std::atomic<std::uint64_t> janitor_wake_at;
 };
 
 // The event ring's state. `head` is written through the journal; the other
@@ -178,6 +199,7 @@ inline constexpr std::uint32_t kEventDelete = 2;
 inline constexpr std::uint32_t kReasonDeleted = 1;
 inline constexpr std::uint32_t kReasonRevoked = 2;
 inline constexpr std::uint32_t kReasonExpired = 3;
+inline constexpr std::uint32_t kReasonOwnerDied = 4;
 
 // One event; key bytes then value bytes follow (value empty for a DELETE).
 struct EventSlotHeader {
@@ -203,20 +225,22 @@ struct alignas(kCacheLine) LeaseSlot {
   std::atomic<std::uint64_t> deadline_ns;  // expiry instant, or kDeadlineDead / kDeadlineFree
   std::atomic<std::uint64_t> ttl_ns;       // granted TTL; read by keep_alive without the lock
   std::uint64_t end_revision;              // revision of its keys' deletion, 0 until reaping starts
-  std::uint64_t owner_start_time;          // owner's start time (clock ticks since boot)
-  std::uint32_t owner_pid;                 // granting process
-  std::uint32_t flags;                     // kLeaseBound
+  std::uint32_t owner;                     // bound: the owner's ProcessSlot; else kNone
+  std::uint32_t owner_generation;          // bound: that slot's generation at the grant
+  std::uint32_t owner_prev;                // bound: the owner's list of leases
+  std::uint32_t flags;                     // kLeaseBound, kLeaseRevoked
   std::uint32_t heap_pos;                  // index of its entry in the expiry heap
   std::uint32_t key_head;                  // first attached key slot, or kNone
   std::uint32_t key_count;                 // attached keys
-  std::uint32_t next_free;                 // free-list link while free
+  // While free: the free-list link. While bound: the owner's list of leases.
+  std::uint32_t next;
 };
 static_assert(sizeof(LeaseSlot) == 64);
 static_assert(offsetof(LeaseSlot, deadline_ns) == 8);
 static_assert(offsetof(LeaseSlot, ttl_ns) == 16);
-static_assert(offsetof(LeaseSlot, owner_pid) == 40);
+static_assert(offsetof(LeaseSlot, owner) == 32);
 static_assert(offsetof(LeaseSlot, heap_pos) == 48);
-static_assert(offsetof(LeaseSlot, next_free) == 60);
+static_assert(offsetof(LeaseSlot, next) == 60);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 inline constexpr std::uint32_t kLeaseBound = 1;
 inline constexpr std::uint32_t kLeaseRevoked = 2;  // its end is a revoke (for DELETE reasons)
@@ -254,6 +278,28 @@ static_assert(offsetof(KeySlotHeader, used) == 32);
 static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
 
+// One registration of the process registry (docs/owners.md).
+inline constexpr std::uint32_t kProcessFree = 0;
+inline constexpr std::uint32_t kProcessLive = 1;
+inline constexpr std::uint32_t kProcessDying = 2;  // dead; its leases are being released
+inline constexpr std::uint32_t kProcessJanitor = 1;  // flags: it runs as the janitor
+
+struct alignas(kCacheLine) ProcessSlot {
+  // Robust, process-shared; held by the registrant's liveness thread while the
+  // registration lives. Its futex word is the liveness word: the kernel
+  // writes FUTEX_OWNER_DIED into it when that thread dies.
+  pthread_mutex_t alive;
+  std::uint32_t generation;  // bumped at every claim
+  std::uint32_t state;       // kProcessFree / kProcessLive / kProcessDying
+  std::uint32_t pid;         // in the registrant's pid namespace; for display
+  std::uint32_t flags;       // kProcessJanitor
+  std::uint64_t start_time;  // the registrant's start time (clock ticks since boot)
+  std::uint32_t lease_head;  // first bound lease, or kNone
+  std::uint32_t lease_count;
+  std::uint8_t reserved[128 - sizeof(pthread_mutex_t) - 32];
+};
+static_assert(sizeof(ProcessSlot) == 128);
+
 // A hash bucket: 0 when empty, else (hash32 << 32) | (slot + 1).
 using Bucket = std::uint64_t;
 
@@ -275,6 +321,7 @@ struct Layout {
   std::uint64_t events_offset = 0;       // EventRingHeader
   std::uint64_t event_slots_offset = 0;  // EventSlot[max_events]
   std::uint64_t event_slot_bytes = 0;
+  std::uint64_t processes_offset = 0;  // ProcessSlot[max_processes]
   std::uint64_t total_bytes = 0;
   std::uint32_t lease_slot_bits = 0;
 

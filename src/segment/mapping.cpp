@@ -318,6 +318,16 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
   s.key_free_head = kNone;
   s.skip_level = 1;
   for (auto& head : s.skip_head) head = kNone;
+  s.janitor_slot = kNone;
+
+  auto* processes = reinterpret_cast<ProcessSlot*>(base + layout.processes_offset);
+  for (std::uint32_t i = 0; i < layout.caps.max_processes; ++i) {
+    if (int prc = init_robust_mutex(processes[i].alive); prc != 0)
+      return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(prc)};
+    processes[i].lease_head = kNone;
+  }
+  auto* channels = reinterpret_cast<Channels*>(base + layout.channels_offset);
+  channels->janitor_wake_at.store(~std::uint64_t{0}, std::memory_order_relaxed);
 
   auto* journal = reinterpret_cast<JournalHeader*>(base + layout.journal_offset);
   journal->capacity_bytes = layout.journal_capacity;

@@ -11,13 +11,17 @@
 namespace zaris::segment {
 
 int init_lock(Control& control) noexcept {
+  return init_robust_mutex(control.mutex);
+}
+
+int init_robust_mutex(pthread_mutex_t& mutex) noexcept {
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);
   pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
   pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
   pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_NORMAL);
   pthread_mutexattr_setprotocol(&attr, PTHREAD_PRIO_NONE);
-  int rc = pthread_mutex_init(&control.mutex, &attr);
+  int rc = pthread_mutex_init(&mutex, &attr);
   pthread_mutexattr_destroy(&attr);
   return rc;
 }

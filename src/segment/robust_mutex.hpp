@@ -14,6 +14,8 @@ enum class Acquired { clean, owner_died };
 // Initialises control.mutex: robust, process-shared, normal type, no priority
 // inheritance. Returns 0 or an errno value.
 int init_lock(Control& control) noexcept;
+// The same for any robust mutex in the segment (a registration's liveness mutex).
+int init_robust_mutex(pthread_mutex_t& mutex) noexcept;
 
 // Takes control.mutex, waiting at most `timeout`. owner_died means the previous
 // holder died holding it: the caller must repair, then call mark_consistent().

@@ -18,16 +18,18 @@ BOOST_AUTO_TEST_CASE(slot_sizes) {
 BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
   auto r64 = [](std::uint64_t v) { return (v + 63) / 64 * 64; };
   for (zaris::SegmentOptions o : {zaris::SegmentOptions{}, zaris::test::small_segment(),
-                                  zaris::SegmentOptions{1, 1, 1, 0, 64, 0600},
-                                  zaris::SegmentOptions{1000000, 1000000, 32, 64, 4096, 0600}}) {
+                                  zaris::SegmentOptions{1, 1, 1, 0, 64, 1, 0600},
+                                  zaris::SegmentOptions{1000000, 1000000, 32, 64, 4096, 65536, 0600}}) {
     std::uint64_t L = o.max_leases, K = o.max_keys;
     std::uint64_t S = (112 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
     std::uint64_t B = std::bit_ceil(2 * K);
     std::uint64_t J = r64(64 * 1024 + 2 * (o.max_key_bytes + o.max_value_bytes + 64));
     std::uint64_t E = o.max_events;
     std::uint64_t V = (64 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
+    std::uint64_t P = o.max_processes;
     std::uint64_t expected = 192 + 192 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) +
-                             r64(K * S) + r64(8 * B) + r64(8 + 8 * 256) + r64(64 + E * V);
+                             r64(K * S) + r64(8 * B) + r64(8 + 8 * 256 + 24) + r64(64 + E * V) +
+                             128 * P;
     BOOST_TEST(zaris::segment_size(o) == expected);
   }
 }

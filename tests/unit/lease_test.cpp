@@ -21,7 +21,7 @@ BOOST_FIXTURE_TEST_CASE(grant_then_time_to_live, SegmentFixture) {
   BOOST_TEST(ttl->granted_ttl.count() == std::chrono::nanoseconds(10s).count());
   BOOST_TEST(ttl->remaining.count() == std::chrono::nanoseconds(7s).count());
   BOOST_TEST(!ttl->bound_to_process);
-  BOOST_TEST(ttl->owner_pid == ::getpid());
+  BOOST_TEST(ttl->owner_pid == 0);  // an unbound lease has no owner
   require_consistent();
 }
 
@@ -29,6 +29,10 @@ BOOST_FIXTURE_TEST_CASE(grant_records_binding, SegmentFixture) {
   auto id = client->leases().grant(1s, zaris::GrantOptions::bound());
   BOOST_REQUIRE(id.ok());
   BOOST_TEST(client->leases().time_to_live(*id)->bound_to_process);
+  BOOST_TEST(client->leases().time_to_live(*id)->owner_pid == ::getpid());
+  auto info = client->info();
+  BOOST_REQUIRE(info.ok());
+  BOOST_TEST(info->processes == 1u);  // this client registered to bind it
 }
 
 BOOST_FIXTURE_TEST_CASE(ttl_out_of_range_is_refused_and_changes_nothing, SegmentFixture) {

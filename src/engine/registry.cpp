@@ -1,0 +1,37 @@
+// The process registry's read side: who is alive (docs/owners.md).
+#include <cstddef>
+#include <string>
+
+#include "engine/store.hpp"
+
+namespace zaris::engine {
+
+#if defined(__GLIBC__)
+// glibc keeps the futex word first in every pthread_mutex_t.
+static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0);
+#else
+#error "the liveness word is glibc's pthread_mutex_t.__data.__lock"
+#endif
+
+std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
+  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.alive));
+}
+
+ProcessSlot& Store::process(std::uint32_t slot) const {
+  if (slot >= layout_->caps.max_processes)
+    segment::abort_corrupt("process slot index " + std::to_string(slot));
+  return processes_[slot];
+}
+
+bool Store::process_alive(const ProcessSlot& p) const noexcept {
+  if (p.state != segment::kProcessLive) return false;
+  return liveness_alive(liveness_word(const_cast<ProcessSlot&>(p)).load(std::memory_order_acquire));
+}
+
+bool Store::owner_alive(const LeaseSlot& l) const {
+  if ((l.flags & segment::kLeaseBound) == 0) return true;
+  const ProcessSlot& p = process(l.owner);
+  return p.generation == l.owner_generation && process_alive(p);
+}
+
+}  // namespace zaris::engine
