@@ -4,6 +4,7 @@
 #include "zaris/client.hpp"
 #include "zaris/clock.hpp"
 #include "zaris/election.hpp"
+#include "zaris/janitor.hpp"
 #include "zaris/kv.hpp"
 #include "zaris/lease.hpp"
 #include "zaris/mutex.hpp"

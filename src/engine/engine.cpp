@@ -299,24 +299,6 @@ std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake
 namespace {
 
 // Registers as a sleeper on a channel for one wait.
-constexpr std::uint32_t kFutexWaiters = 0x80000000u;
-
-// Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a
-// waiter when its thread dies; `expected` is the value to sleep on. False if
-// the word is dead.
-bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) {
-  std::atomic_ref<std::uint32_t> w(*word);
-  std::uint32_t v = w.load(std::memory_order_acquire);
-  for (;;) {
-    if (!liveness_alive(v)) return false;
-    if ((v & kFutexWaiters) != 0 ||
-        w.compare_exchange_weak(v, v | kFutexWaiters, std::memory_order_acq_rel)) {
-      expected = v | kFutexWaiters;
-      return true;
-    }
-  }
-}
-
 class Sleeper {
  public:
   explicit Sleeper(segment::Channel& channel) : channel_(channel) {
@@ -463,7 +445,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
             e.value_len > layout_.caps.max_value_bytes ||
             (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
-            e.reason > segment::kReasonExpired)
+            e.reason > segment::kReasonOwnerDied)
           abort_corrupt("event " + std::to_string(i));
         const char* data = reinterpret_cast<const char*>(&e + 1);
         std::string_view name(data, e.key_len);
@@ -960,15 +942,15 @@ void Engine::epilogue(Tx& tx) {
     std::uint32_t keys = kReapKeyBudget;
     release_dying(tx, keys);
   }
-  // The janitor sleeps until janitor_wake_at: wake it if the heap's top is
-  // now earlier (a grant, a revoke or a death left work for it).
+  // The janitor sleeps until janitor_wake_at (0 when none sleeps): wake it if
+  // the heap's top is now earlier (a grant, a revoke or a death left work for
+  // it). Every operation until it looks again bumps: a waker that dies before
+  // its wake-up cannot leave it asleep.
   segment::Channel& janitor = channels_->janitor;
   const StoreState& st = store_.state();
-  if (janitor.sleepers.load(std::memory_order_seq_cst) != 0 && st.heap_size > 0 &&
-      store_.heap(0).deadline_ns < channels_->janitor_wake_at.load(std::memory_order_relaxed)) {
-    channels_->janitor_wake_at.store(0, std::memory_order_relaxed);  // once is enough
+  if (st.heap_size > 0 &&
+      store_.heap(0).deadline_ns < channels_->janitor_wake_at.load(std::memory_order_relaxed))
     bump(janitor, t_wakeups.janitor);
-  }
 }
 
 void Engine::mark_dying(Tx& tx, std::uint32_t process) {
@@ -1005,7 +987,10 @@ bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* rel
     tx.set(p.state, segment::kProcessFree);
     tx.set(st.process_count, st.process_count - 1);
     tx.set(st.dying_processes, st.dying_processes - 1);
-    if (st.janitor_slot == i) tx.set(st.janitor_slot, kNone);
+    if (st.janitor_slot == i) {
+      tx.set(st.janitor_slot, kNone);
+      channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+    }
     tx.commit();
     if (released != nullptr) ++*released;
     bump(channels_->registry, t_wakeups.registry);
@@ -1026,7 +1011,10 @@ Result<std::uint32_t> Engine::register_locked() {
       ProcessSlot& p = store_.process(i);
       if (p.state == segment::kProcessLive && !store_.process_alive(p) && p.lease_count == 0) {
         tx.set(st.process_count, st.process_count - 1);
-        if (st.janitor_slot == i) tx.set(st.janitor_slot, kNone);
+        if (st.janitor_slot == i) {
+          tx.set(st.janitor_slot, kNone);
+          channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+        }
         chosen = i;
       }
     }
@@ -1072,7 +1060,10 @@ void Engine::deregister_locked() {
     }
     tx.set(p.state, segment::kProcessFree);
     tx.set(st.process_count, st.process_count - 1);
-    if (st.janitor_slot == reg_slot_) tx.set(st.janitor_slot, kNone);
+    if (st.janitor_slot == reg_slot_) {
+      tx.set(st.janitor_slot, kNone);
+      channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+    }
     tx.commit();
     // After the commit: a death before it leaves a dead registration; after
     // it, a free slot whose mutex the next claimer finds OWNER_DIED.
@@ -1191,7 +1182,7 @@ void Engine::resign_janitor() {
     tx.set(st.janitor_slot, kNone);
     ProcessSlot& p = store_.process(mine);
     tx.set(p.flags, p.flags & ~segment::kProcessJanitor);
-    channels_->janitor_wake_at.store(~std::uint64_t{0}, std::memory_order_relaxed);
+    channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
     return {};
   });
 }
@@ -1214,6 +1205,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
       ProcessSlot& p = store_.process(i);
       if (p.state != segment::kProcessLive) continue;
       if (!store_.process_alive(p)) {
+        pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
       } else if (i != mine) {
         pass.owners.push_back(

@@ -74,6 +74,7 @@ class Engine {
     std::vector<segment::FutexWord> owners;  // liveness words of live registrations
     std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
     std::uint32_t released_processes = 0;    // dead registrations fully released
+    std::vector<std::int32_t> died;          // pids of registrations found dead
     bool more = false;                       // work is left: call again at once
   };
   // One round of the janitor's work, in bounded transactions (see owners.md).

@@ -17,6 +17,20 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
   return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.alive));
 }
 
+bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {
+  constexpr std::uint32_t kFutexWaiters = 0x80000000u;
+  std::atomic_ref<std::uint32_t> w(*word);
+  std::uint32_t v = w.load(std::memory_order_acquire);
+  for (;;) {
+    if (!liveness_alive(v)) return false;
+    if ((v & kFutexWaiters) != 0 ||
+        w.compare_exchange_weak(v, v | kFutexWaiters, std::memory_order_acq_rel)) {
+      expected = v | kFutexWaiters;
+      return true;
+    }
+  }
+}
+
 ProcessSlot& Store::process(std::uint32_t slot) const {
   if (slot >= layout_->caps.max_processes)
     segment::abort_corrupt("process slot index " + std::to_string(slot));

@@ -139,6 +139,10 @@ class Store {
 
 // The futex word of a registration's liveness mutex (glibc's `__lock`).
 std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
+// Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a
+// waiter when its thread dies; `expected` is the value to sleep on. False if
+// the word is dead.
+bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept;
 // Whether a liveness word names a thread that has not died.
 constexpr bool liveness_alive(std::uint32_t word) noexcept {
   return (word & 0x3fffffffu) != 0 && (word & 0x40000000u) == 0;  // TID mask, OWNER_DIED

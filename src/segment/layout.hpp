@@ -177,8 +177,8 @@ struct alignas(kCacheLine) Channels {
   Channel keys[kKeyChannels];  // bumped when a key hashing here changes
   Channel registry;            // bumped when a registration comes, goes or dies
   Channel janitor;             // bumped when the janitor should look before janitor_wake_at
-  // When the janitor plans to look next (the engine's clock, ns); ~0 when no
-  // janitor sleeps. Written by the janitor under the lock.
+  // When the janitor plans to look next (the engine's clock, ns); 0 when no
+  // janitor runs, ~0 when it has nothing to wait for. Written under the lock.
   std::atomic<std::uint64_t> janitor_wake_at;
 };
 

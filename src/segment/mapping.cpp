@@ -326,8 +326,6 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
       return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(prc)};
     processes[i].lease_head = kNone;
   }
-  auto* channels = reinterpret_cast<Channels*>(base + layout.channels_offset);
-  channels->janitor_wake_at.store(~std::uint64_t{0}, std::memory_order_relaxed);
 
   auto* journal = reinterpret_cast<JournalHeader*>(base + layout.journal_offset);
   journal->capacity_bytes = layout.journal_capacity;

@@ -1,0 +1,189 @@
+#include "zaris/janitor.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/client_impl.hpp"
+#include "segment/futex.hpp"
+#include "segment/process.hpp"
+
+namespace zaris {
+
+namespace {
+
+using engine::Engine;
+
+// Liveness words per thread: a futex_waitv takes 128 words, three of which
+// are the stop word and the two channels.
+constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
+constexpr std::int64_t kBusyRetryNs = 100'000'000;
+
+std::int64_t real_now() {
+  return MonotonicClock().now_ns();
+}
+
+// Counts the caller as a sleeper on a channel while it lives, so that writers
+// know to bump and wake it.
+class Counted {
+ public:
+  explicit Counted(segment::Channel& channel) : channel_(channel) {
+    channel_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~Counted() { channel_.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+  Counted(const Counted&) = delete;
+  Counted& operator=(const Counted&) = delete;
+
+ private:
+  segment::Channel& channel_;
+};
+
+}  // namespace
+
+class Janitor::Impl {
+ public:
+  Impl(Client& client, JanitorOptions options)
+      : engine_(client.impl_->engine), options_(std::move(options)) {}
+
+  void start() { threads_.emplace_back([this] { work(0); }); }
+
+  void stop() {
+    std::lock_guard guard(stop_mutex_);
+    if (stopped_) return;
+    stop_word_.store(1, std::memory_order_release);
+    segment::futex_wake_all(stop_word_);
+    // Thread 0 starts the others: join it first, then them.
+    for (std::size_t i = 0;; ++i) {
+      std::thread t;
+      {
+        std::lock_guard threads(threads_mutex_);
+        if (i >= threads_.size()) break;
+        t = std::move(threads_[i]);
+      }
+      if (t.joinable()) t.join();
+    }
+    engine_.resign_janitor();
+    stopped_ = true;
+  }
+
+  bool running() const { return running_.load(std::memory_order_acquire); }
+
+  void log(const std::string& line) {
+    if (options_.log) {
+      std::lock_guard guard(log_mutex_);
+      options_.log(line);
+      return;
+    }
+    std::fprintf(stderr, "zaris-janitor: %s\n", line.c_str());
+  }
+
+ private:
+  bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
+
+  // Thread `index` watches the liveness words of live registrations
+  // [index * kOwnersPerThread, ...); thread 0 also the expiry schedule.
+  void work(std::size_t index) {
+    segment::Channel& registry = engine_.registry_channel();
+    segment::Channel& janitor = engine_.janitor_channel();
+    while (!stopping()) {
+      Counted on_registry(registry);
+      std::optional<Counted> on_janitor;
+      if (index == 0) on_janitor.emplace(janitor);
+      const std::uint32_t registry_seq = registry.seq.load(std::memory_order_seq_cst);
+      const std::uint32_t janitor_seq = janitor.seq.load(std::memory_order_seq_cst);
+      auto pass = engine_.janitor_pass();
+      if (!pass) {
+        if (pass.code() == Errc::not_owner) {
+          log(pass.error().message + ": stopping");
+          running_.store(false, std::memory_order_release);
+          return;
+        }
+        log(pass.error().message + "; retrying");
+        segment::futex_wait_until(stop_word_, 0, real_now() + kBusyRetryNs);
+        continue;
+      }
+      for (std::int32_t pid : pass->died)
+        log("process " + std::to_string(pid) + " died: releasing its leases");
+      if (pass->more) continue;
+      if (index == 0) spawn_watchers(pass->owners.size());
+
+      std::vector<segment::FutexWord> words;
+      words.reserve(segment::kFutexWaitMax);
+      words.push_back({reinterpret_cast<std::uint32_t*>(&stop_word_), 0});
+      words.push_back({reinterpret_cast<std::uint32_t*>(&registry.seq), registry_seq});
+      if (index == 0) words.push_back({reinterpret_cast<std::uint32_t*>(&janitor.seq), janitor_seq});
+      const std::size_t first = index * kOwnersPerThread;
+      bool dead_seen = false;
+      for (std::size_t i = first; i < pass->owners.size() && i < first + kOwnersPerThread; ++i) {
+        std::uint32_t expected = 0;
+        if (!engine::arm_liveness_word(pass->owners[i].word, expected)) {
+          dead_seen = true;  // died since the pass: look again at once
+          break;
+        }
+        words.push_back({pass->owners[i].word, expected});
+      }
+      if (dead_seen) continue;
+      const std::size_t owners_from = index == 0 ? 3 : 2;
+      std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
+      int woke = segment::futex_wait_any(words.data(), static_cast<std::uint32_t>(words.size()),
+                                         until);
+      if (woke == -2) {
+        // No futex_waitv: deaths are found by looking, every 10 ms.
+        segment::futex_wait_until(index == 0 ? janitor.seq : registry.seq,
+                                  index == 0 ? janitor_seq : registry_seq,
+                                  std::min(until, real_now() + 10'000'000));
+      } else if (woke >= static_cast<int>(owners_from)) {
+        // The kernel wakes one waiter on a death: pass it on to the others.
+        segment::futex_wake_all(words[static_cast<std::size_t>(woke)].word);
+      }
+    }
+  }
+
+  void spawn_watchers(std::size_t owners) {
+    std::size_t needed = (owners + kOwnersPerThread - 1) / kOwnersPerThread;
+    std::lock_guard guard(threads_mutex_);
+    while (threads_.size() < std::max<std::size_t>(needed, 1) && !stopping()) {
+      std::size_t index = threads_.size();
+      threads_.emplace_back([this, index] { work(index); });
+    }
+  }
+
+  Engine& engine_;
+  JanitorOptions options_;
+  std::atomic<std::uint32_t> stop_word_{0};
+  std::atomic<bool> running_{true};
+  std::mutex stop_mutex_;
+  bool stopped_ = false;
+  std::mutex threads_mutex_;
+  std::vector<std::thread> threads_;
+  std::mutex log_mutex_;
+};
+
+Janitor::Janitor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Janitor::~Janitor() {
+  if (impl_) impl_->stop();
+}
+
+Result<std::unique_ptr<Janitor>> Janitor::start(Client& client, JanitorOptions options) {
+  auto impl = std::make_unique<Impl>(client, std::move(options));
+  if (auto claimed = client.impl_->engine.claim_janitor(); !claimed)
+    return std::move(claimed).error();
+  impl->log("janitor of " + client.impl_->engine.mapping().path() + " (pid " +
+            std::to_string(segment::self_pid()) + ")");
+  impl->start();
+  return std::unique_ptr<Janitor>(new Janitor(std::move(impl)));
+}
+
+void Janitor::stop() {
+  impl_->stop();
+}
+
+bool Janitor::running() const {
+  return impl_->running();
+}
+
+}  // namespace zaris

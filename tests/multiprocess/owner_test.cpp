@@ -1,0 +1,308 @@
+// Owners: a bound lease ends when its process dies (docs/owners.md), with and
+// without a janitor; an unbound one does not; pid reuse cannot revive one.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <sys/stat.h>
+
+#include "segment/layout.hpp"
+#include "segment/process.hpp"
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Client;
+using zaris::DeleteReason;
+using zaris::Errc;
+using zaris::EventType;
+using zaris::GrantOptions;
+using zaris::LeaseId;
+using zaris::Put;
+using zaris::test::SegmentFixture;
+
+namespace {
+
+// Written by a child, read by the test.
+struct Shared {
+  std::atomic<int> ready;
+  std::atomic<std::uint64_t> lease;
+  std::atomic<std::uint64_t> other_lease;
+};
+
+Shared* shared_memory() {
+  void* map =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  return new (map) Shared{};
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool wait_ready(Shared* shared, int value = 1) {
+  auto give_up = std::chrono::steady_clock::now() + 30s;
+  while (shared->ready.load() < value) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// In a child: grants a lease (bound or not) on its own client, puts `key`
+// under it, reports the lease and then waits to be killed.
+pid_t owner_child(const std::string& segment, const zaris::ClientOptions& options,
+                  Shared* shared, const std::string& key, bool bound,
+                  std::chrono::nanoseconds ttl = 60s) {
+  return zaris::test::fork_child([=] {
+    auto client = Client::open(segment, options);
+    if (!client) return 1;
+    auto lease = client->leases().grant(ttl, GrantOptions{bound});
+    if (!lease) return 2;
+    if (!client->put(key, "held", Put::with_lease(*lease))) return 3;
+    shared->lease.store(lease->value());
+    shared->ready.store(1);
+    for (;;) ::pause();
+  });
+}
+
+// Events on `key` until one DELETE, waiting up to 10 s.
+std::optional<zaris::Event> next_delete(zaris::Watcher& watcher) {
+  auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < give_up) {
+    auto events = watcher.wait(100ms);
+    if (!events) {
+      BOOST_TEST_MESSAGE("watch: " << events.error().message);
+      return std::nullopt;
+    }
+    for (auto& e : *events) {
+      BOOST_TEST_MESSAGE("event " << zaris::event_type_name(e.type) << " " << e.kv.key << " " << e.revision);
+      if (e.type == EventType::del) return e;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string read_file(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(owners)
+
+// No janitor, no clock moving (the TTL never passes): the first operation to
+// meet the dead owner's lease releases it, with reason owner_died.
+BOOST_FIXTURE_TEST_CASE(a_bound_lease_ends_when_its_owner_is_killed, SegmentFixture) {
+  Shared* shared = shared_memory();
+  auto watcher = client->watch("owned");
+  BOOST_REQUIRE(watcher.ok());
+  pid_t pid = owner_child(name, options(), shared, "owned", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  LeaseId lease(shared->lease.load());
+  BOOST_TEST(client->get("owned")->has_value());
+  BOOST_TEST(client->info()->processes == 1u);
+  BOOST_TEST(client->leases().time_to_live(lease)->owner_pid == pid);
+
+  ::kill(pid, SIGKILL);
+  BOOST_REQUIRE(wait_exit(pid) == 128 + SIGKILL);
+  BOOST_TEST(!client->get("owned")->has_value());
+  BOOST_TEST(client->leases().time_to_live(lease).code() == Errc::lease_lost);
+  auto deleted = next_delete(*watcher);
+  BOOST_REQUIRE(deleted.has_value());
+  BOOST_TEST(deleted->reason == DeleteReason::owner_died);
+  auto info = client->info();
+  BOOST_TEST(info->processes == 0u);
+  BOOST_TEST(info->leases_used == 0u);
+  require_consistent();
+  ::munmap(shared, sizeof(Shared));
+}
+
+// A waiter on the dead owner's key wakes from the kernel's notice of the
+// death: long before its lease's TTL (60 s) and before the 1 s look every
+// sleeper takes as a safety net, on the real clock.
+BOOST_AUTO_TEST_CASE(a_waiter_wakes_when_the_owner_dies) {
+  const std::string name = zaris::test::unique_segment_name("wake");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  Shared* shared = shared_memory();
+  pid_t pid = owner_child(name, {}, shared, "watched", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  auto kv = client->get("watched");
+  BOOST_REQUIRE(kv->has_value());
+  std::atomic<std::int64_t> killed_at{0};
+  std::thread killer([&] {
+    std::this_thread::sleep_for(300ms);  // the waiter is asleep by then
+    killed_at.store(std::chrono::steady_clock::now().time_since_epoch().count());
+    ::kill(pid, SIGKILL);
+  });
+  auto changed = client->wait_for_change("watched", (*kv)->mod_revision, 30s);
+  auto woke = std::chrono::steady_clock::now().time_since_epoch().count();
+  killer.join();
+  BOOST_REQUIRE(changed.ok());
+  BOOST_TEST(*changed);
+  auto late = std::chrono::nanoseconds(woke - killed_at.load());
+  BOOST_TEST_MESSAGE("woke " << late.count() / 1000 << " us after the kill");
+  BOOST_TEST(late < 500ms);
+  BOOST_TEST(!client->get("watched")->has_value());
+  wait_exit(pid);
+  client = Client::open(name);  // closes the first client
+  (void)Client::destroy(name);
+  ::munmap(shared, sizeof(Shared));
+}
+
+// The lock passes to the next in line when its holder is killed, long
+// before the holder's session TTL.
+BOOST_AUTO_TEST_CASE(a_lock_passes_on_when_its_holder_is_killed) {
+  const std::string name = zaris::test::unique_segment_name("lockdeath");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  Shared* shared = shared_memory();
+  pid_t pid = zaris::test::fork_child([&] {
+    auto child = Client::open(name);
+    if (!child) return 1;
+    auto session = zaris::Session::create(*child, zaris::SessionOptions{60s, {}});
+    if (!session) return 2;
+    zaris::Mutex mutex(**session, "job");
+    if (!mutex.lock()) return 3;
+    shared->lease.store(mutex.fencing_token());
+    shared->ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(wait_ready(shared));
+  auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
+  BOOST_REQUIRE(session.ok());
+  zaris::Mutex mutex(**session, "job");
+  BOOST_TEST(!*mutex.try_lock());
+  std::thread killer([&] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(pid, SIGKILL);
+  });
+  auto started = std::chrono::steady_clock::now();
+  auto locked = mutex.lock(30s);
+  auto took = std::chrono::steady_clock::now() - started;
+  killer.join();
+  BOOST_REQUIRE(locked.ok());
+  BOOST_TEST(mutex.fencing_token() > shared->lease.load());
+  BOOST_TEST(took < 1500ms);  // 300 ms to the kill, then at once; the TTL is 60 s
+  BOOST_TEST(mutex.unlock().ok());
+  wait_exit(pid);
+  session->reset();
+  client = Client::open(name);
+  (void)Client::destroy(name);
+  ::munmap(shared, sizeof(Shared));
+}
+
+// An unbound lease survives its granter and lapses at its TTL; a bound one
+// ends when its client closes cleanly (reason revoked).
+BOOST_FIXTURE_TEST_CASE(an_unbound_lease_survives_its_granter, SegmentFixture) {
+  Shared* shared = shared_memory();
+  pid_t pid = zaris::test::fork_child([&] {
+    auto child = Client::open(name, options());
+    if (!child) return 1;
+    auto unbound = child->leases().grant(10s);
+    auto bound = child->leases().grant(10s, GrantOptions::bound());
+    if (!unbound || !bound) return 2;
+    if (!child->put("unbound", "v", Put::with_lease(*unbound))) return 3;
+    if (!child->put("bound", "v", Put::with_lease(*bound))) return 4;
+    return 0;  // the client closes: it deregisters
+  });
+  BOOST_REQUIRE(wait_exit(pid) == 0);
+  auto watcher = client->watch("bound", zaris::WatchOptions{false, 1});
+  BOOST_REQUIRE(watcher.ok());
+  auto deleted = next_delete(*watcher);
+  BOOST_REQUIRE(deleted.has_value());
+  BOOST_TEST(deleted->reason == DeleteReason::revoked);
+  BOOST_TEST(!client->get("bound")->has_value());
+  BOOST_TEST(client->get("unbound")->has_value());
+  BOOST_TEST(client->info()->processes == 0u);
+  clock->advance(9999ms);
+  BOOST_TEST(client->get("unbound")->has_value());
+  clock->advance(1ms);
+  BOOST_TEST(!client->get("unbound")->has_value());
+  require_consistent();
+  ::munmap(shared, sizeof(Shared));
+}
+
+// The liveness decision reads the word the kernel wrote at the death, never
+// the pid: a new process with the dead owner's pid (forced with
+// ns_last_pid), registered in the same segment, changes nothing.
+BOOST_FIXTURE_TEST_CASE(pid_reuse_cannot_make_a_dead_owner_look_alive, SegmentFixture) {
+  Shared* shared = shared_memory();
+  pid_t dead = owner_child(name, options(), shared, "owned", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  LeaseId lease(shared->lease.load());
+  ::kill(dead, SIGKILL);
+  BOOST_REQUIRE(wait_exit(dead) == 128 + SIGKILL);
+
+  // Nothing has touched the lease yet. Start a process with the same pid.
+  pid_t again = -1;
+  bool can_force = ::access("/proc/sys/kernel/ns_last_pid", W_OK) == 0;
+  for (int attempt = 0; attempt < 50 && can_force && again != dead; ++attempt) {
+    {
+      std::ofstream last("/proc/sys/kernel/ns_last_pid");
+      last << dead - 1;
+    }
+    shared->ready.store(0);
+    again = owner_child(name, options(), shared, "reborn", true);
+    if (again != dead) {
+      ::kill(again, SIGKILL);
+      wait_exit(again);
+    }
+  }
+  if (again == dead) {
+    BOOST_REQUIRE(wait_ready(shared));
+    BOOST_TEST_MESSAGE("pid " << dead << " runs again, registered in the segment");
+  } else {
+    BOOST_TEST_MESSAGE("could not reuse pid " << dead << " (ns_last_pid "
+                                              << read_file("/proc/sys/kernel/ns_last_pid") << ")");
+  }
+  // Whatever the pid fields say: point the dead registration's pid and start
+  // time at a live process (this one).
+  {
+    const std::string path = "/dev/shm/" + name;
+    int fd = ::open(path.c_str(), O_RDWR);
+    BOOST_REQUIRE(fd >= 0);
+    struct stat st {};
+    BOOST_REQUIRE(::fstat(fd, &st) == 0);
+    void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
+                       MAP_SHARED, fd, 0);
+    ::close(fd);
+    BOOST_REQUIRE(map != MAP_FAILED);
+    auto* base = static_cast<std::uint8_t*>(map);
+    zaris::segment::Layout layout;
+    BOOST_REQUIRE(zaris::segment::Layout::compute(
+        reinterpret_cast<zaris::segment::Header*>(base)->capacities, layout));
+    auto* leases = reinterpret_cast<zaris::segment::LeaseSlot*>(base + layout.leases_offset);
+    auto& slot = leases[lease.value() & ((std::uint64_t{1} << layout.lease_slot_bits) - 1)];
+    BOOST_REQUIRE(slot.id.load() == lease.value());
+    auto* processes = reinterpret_cast<zaris::segment::ProcessSlot*>(base + layout.processes_offset);
+    processes[slot.owner].pid = static_cast<std::uint32_t>(::getpid());
+    processes[slot.owner].start_time = zaris::segment::process_start_time(::getpid());
+    ::munmap(map, static_cast<std::size_t>(st.st_size));
+  }
+  BOOST_TEST(client->leases().time_to_live(lease).code() == Errc::lease_lost);
+  BOOST_TEST(!client->get("owned")->has_value());
+  if (again == dead) {
+    BOOST_TEST(client->get("reborn")->has_value());
+    ::kill(again, SIGKILL);
+    wait_exit(again);
+  }
+  require_consistent();
+  ::munmap(shared, sizeof(Shared));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
