@@ -2,6 +2,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -53,6 +54,25 @@ pid_t fork_child(Body&& body) {
   }
   ::_exit(code);
 }
+
+// A manual clock whose time lives in shared memory, so that forked children
+// see the test move it. Never unmapped: children may hold it to the end.
+class SharedClock final : public Clock {
+ public:
+  SharedClock() {
+    void* map = ::mmap(nullptr, sizeof(std::atomic<std::int64_t>), PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) throw std::bad_alloc();
+    now_ = new (map) std::atomic<std::int64_t>(1'000'000'000);
+  }
+  std::int64_t now_ns() const noexcept override { return now_->load(std::memory_order_acquire); }
+  void advance(std::chrono::nanoseconds by) noexcept {
+    now_->fetch_add(by.count(), std::memory_order_acq_rel);
+  }
+
+ private:
+  std::atomic<std::int64_t>* now_;
+};
 
 inline SegmentOptions small_segment() {
   SegmentOptions options;

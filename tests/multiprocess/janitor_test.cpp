@@ -1,0 +1,258 @@
+// The janitor: releases dead owners' leases and reaps expiries nobody
+// touches; one per segment; killed at any moment, it leaves the segment
+// consistent and the next one carries on.
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "support.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Client;
+using zaris::DeleteReason;
+using zaris::Errc;
+using zaris::EventType;
+using zaris::GrantOptions;
+using zaris::Janitor;
+using zaris::Put;
+
+namespace {
+
+struct Flag {
+  std::atomic<int> ready;
+};
+
+Flag* shared_flag() {
+  void* map =
+      ::mmap(nullptr, sizeof(Flag), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  return new (map) Flag{};
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+template <typename Condition>
+bool eventually(Condition&& condition, std::chrono::milliseconds limit = 10s) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+// A segment on a clock shared with forked children.
+struct SharedClockFixture {
+  explicit SharedClockFixture(zaris::SegmentOptions segment = zaris::test::small_segment())
+      : name(zaris::test::unique_segment_name("janitor")),
+        clock(std::make_shared<zaris::test::SharedClock>()) {
+    auto created = Client::create(name, segment, options());
+    BOOST_REQUIRE_MESSAGE(created.ok(), (created.ok() ? "" : created.error().message));
+    client = std::make_unique<Client>(std::move(*created));
+  }
+  ~SharedClockFixture() {
+    client.reset();
+    (void)Client::destroy(name);
+  }
+  zaris::ClientOptions options() const {
+    zaris::ClientOptions o;
+    o.clock = clock;
+    return o;
+  }
+  void require_consistent() {
+    auto violations = client->check();
+    BOOST_REQUIRE(violations.ok());
+    for (const auto& v : *violations) BOOST_TEST_MESSAGE("violation: " << v);
+    BOOST_REQUIRE(violations->empty());
+  }
+  // A child that runs a janitor until killed; exits 10 + error if it cannot start.
+  pid_t janitor_child(Flag* flag) {
+    return zaris::test::fork_child([this, flag] {
+      auto own = Client::open(name, options());
+      if (!own) return 1;
+      auto janitor = Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
+      if (!janitor) return 10 + static_cast<int>(janitor.code());
+      flag->ready.store(1);
+      for (;;) ::pause();
+    });
+  }
+
+  std::string name;
+  std::shared_ptr<zaris::test::SharedClock> clock;
+  std::unique_ptr<Client> client;
+};
+
+zaris::JanitorOptions quiet() {
+  return zaris::JanitorOptions{[](std::string_view) {}};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(janitor)
+
+// A dead owner's key is released and watchers told, with no operation
+// touching it: the watcher reads events only; the TTL (60 s) never passes.
+BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
+  auto janitor = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(janitor.ok());
+  auto watcher = client->watch("owned");
+  BOOST_REQUIRE(watcher.ok());
+  Flag* flag = shared_flag();
+  pid_t owner = zaris::test::fork_child([&] {
+    auto own = Client::open(name, options());
+    if (!own) return 1;
+    auto lease = own->leases().grant(60s, GrantOptions::bound());
+    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
+    flag->ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  ::kill(owner, SIGKILL);
+  BOOST_REQUIRE(wait_exit(owner) == 128 + SIGKILL);
+  std::optional<zaris::Event> deleted;
+  BOOST_REQUIRE(eventually([&] {
+    auto events = watcher->wait(100ms);
+    if (events)
+      for (auto& e : *events)
+        if (e.type == EventType::del) deleted = e;
+    return deleted.has_value();
+  }));
+  BOOST_TEST(deleted->reason == DeleteReason::owner_died);
+  BOOST_TEST(client->info()->leases_used == 0u);
+  BOOST_TEST(client->info()->processes == 1u);  // the janitor itself
+  janitor->reset();
+  require_consistent();
+}
+
+// Without a janitor, the same death is released by whoever meets the lease;
+// a watcher alone, which meets no lease, hears of it only then.
+BOOST_FIXTURE_TEST_CASE(without_it_the_first_operation_releases, SharedClockFixture) {
+  auto watcher = client->watch("owned");
+  BOOST_REQUIRE(watcher.ok());
+  Flag* flag = shared_flag();
+  pid_t owner = zaris::test::fork_child([&] {
+    auto own = Client::open(name, options());
+    if (!own) return 1;
+    auto lease = own->leases().grant(60s, GrantOptions::bound());
+    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
+    flag->ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  ::kill(owner, SIGKILL);
+  BOOST_REQUIRE(wait_exit(owner) == 128 + SIGKILL);
+  auto before = watcher->poll();
+  BOOST_REQUIRE(before.ok());
+  BOOST_TEST(before->size() == 1u);  // the PUT only
+  BOOST_TEST(!client->get("owned")->has_value());
+  auto after = watcher->poll();
+  BOOST_REQUIRE(after.ok());
+  BOOST_REQUIRE(after->size() == 1u);
+  BOOST_TEST((*after)[0].reason == DeleteReason::owner_died);
+  require_consistent();
+}
+
+// An expiry nobody touches: the janitor reaps it once the clock passes the
+// deadline, and the DELETE says expired.
+BOOST_FIXTURE_TEST_CASE(reaps_an_untouched_expiry, SharedClockFixture) {
+  auto janitor = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(janitor.ok());
+  auto lease = client->leases().grant(5s);
+  BOOST_REQUIRE(lease.ok());
+  BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*lease)).ok());
+  clock->advance(4999ms);
+  std::this_thread::sleep_for(50ms);  // five of its looks on an injected clock
+  BOOST_TEST(client->info()->leases_used == 1u);
+  clock->advance(1ms);
+  BOOST_TEST(eventually([&] { return client->info()->leases_used == 0u; }));
+  BOOST_TEST(client->info()->keys_used == 0u);
+  auto watcher = client->watch("k", zaris::WatchOptions{false, 1});
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  BOOST_REQUIRE(events->size() == 2u);
+  BOOST_TEST((*events)[1].reason == DeleteReason::expired);
+  janitor->reset();
+  require_consistent();
+}
+
+// One janitor per segment: the second is refused, naming the first; once the
+// first is killed, the role is free.
+BOOST_FIXTURE_TEST_CASE(only_one_runs, SharedClockFixture) {
+  Flag* flag = shared_flag();
+  pid_t first = janitor_child(flag);
+  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  BOOST_TEST(client->info()->janitor_pid.value_or(-1) == first);
+  auto second = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(!second.ok());
+  BOOST_TEST(second.code() == Errc::already_exists);
+  BOOST_TEST(second.error().message.find(std::to_string(first)) != std::string::npos);
+  ::kill(first, SIGKILL);
+  BOOST_REQUIRE(wait_exit(first) == 128 + SIGKILL);
+  auto third = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(third.ok());
+  BOOST_TEST(client->info()->janitor_pid.value_or(-1) == ::getpid());
+  third->reset();
+  BOOST_TEST(!client->info()->janitor_pid.has_value());
+  require_consistent();
+}
+
+// Janitors SIGKILLed at random moments while they reap thousands of expired
+// leases: after each kill the segment is consistent, and the next janitor
+// carries on until everything is reaped.
+BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
+  zaris::SegmentOptions big;
+  big.max_leases = 4096;
+  big.max_keys = 16384;
+  big.max_key_bytes = 32;
+  big.max_value_bytes = 16;
+  big.max_events = 1024;
+  SharedClockFixture f(big);
+  constexpr int kLeases = 4000;
+  for (int i = 0; i < kLeases; ++i) {
+    auto lease = f.client->leases().grant(1s);
+    BOOST_REQUIRE(lease.ok());
+    for (int k = 0; k < 4; ++k)
+      BOOST_REQUIRE(f.client
+                        ->put("job/" + std::to_string(i) + "/" + std::to_string(k), "v",
+                              Put::with_lease(*lease))
+                        .ok());
+  }
+  f.clock->advance(2s);  // all due; nobody touches them
+  std::mt19937 random(42);
+  int kills = 0;
+  int mid_work = 0;  // kills that left some reaped and some not
+  Flag* flag = shared_flag();
+  for (; kills < 200 && mid_work < 10; ++kills) {
+    std::uint32_t before = f.client->info()->leases_used;
+    if (before == 0) break;
+    pid_t janitor = f.janitor_child(flag);
+    std::this_thread::sleep_for(std::chrono::microseconds(200 + random() % 2000));
+    ::kill(janitor, SIGKILL);
+    int status = wait_exit(janitor);
+    BOOST_REQUIRE(status == 128 + SIGKILL);
+    f.require_consistent();
+    std::uint32_t after = f.client->info()->leases_used;
+    if (after < before && after > 0) ++mid_work;
+  }
+  BOOST_TEST_MESSAGE(kills << " janitors killed, " << mid_work << " of them mid-work; "
+                           << f.client->info()->leases_used << " leases left for the last one");
+  BOOST_TEST(mid_work >= 3);
+  auto last = Janitor::start(*f.client, quiet());
+  BOOST_REQUIRE(last.ok());
+  BOOST_TEST(eventually([&] { return f.client->info()->leases_used == 0u; }, 60s));
+  BOOST_TEST(f.client->info()->keys_used == 0u);
+  last->reset();
+  f.require_consistent();
+}
+
+BOOST_AUTO_TEST_SUITE_END()
