@@ -1,7 +1,8 @@
 // zaris-election-demo: leader election with failover.
 //
 // Three candidate processes campaign for "demo/leader". The leader is killed
-// with SIGKILL; a follower takes over as soon as the dead leader's lease ends,
+// with SIGKILL; a follower takes over as soon as the kernel marks the leader's
+// process dead (its session lease is bound to it: no waiting for the TTL),
 // and the time from the kill to the new leader is printed. Then once more.
 //
 // Usage: zaris-election-demo [TTL_MS]   (the candidates' session TTL, 500 by default)
@@ -53,8 +54,8 @@ int main(int argc, char** argv) {
     example::kill_and_reap(candidates[static_cast<std::size_t>(index - 1)]);
     std::printf("killed %s with SIGKILL\n", leader.value.c_str());
     zaris::KeyValue next = next_leader();
-    long long took = example::ms_since(killed_at);
-    std::printf("%s took over %lld ms after %s was killed\n", next.value.c_str(), took,
+    long long took = example::us_since(killed_at);
+    std::printf("%s took over %lld us after %s was killed\n", next.value.c_str(), took,
                 leader.value.c_str());
     if (next.value == leader.value) example::fail("the dead leader still leads");
     leader = next;

@@ -21,6 +21,10 @@ inline long long ms_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
 }
 
+inline long long us_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+}
+
 [[noreturn]] inline void fail(const std::string& what) {
   std::fprintf(stderr, "FAILED: %s\n", what.c_str());
   std::exit(1);
