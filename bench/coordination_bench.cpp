@@ -6,6 +6,11 @@
 //   BM_LockWake          time from unlock to the blocked waiter holding the lock
 //   BM_WatchWake         time from a put to a blocked watcher returning it
 //   BM_ExpiryWake        time from a lease's deadline to a waiter on its key waking
+//   BM_JanitorExpiry     time from a lease's deadline to the janitor having reaped it,
+//                        with nobody else touching it
+//   BM_JanitorIdle       the janitor's CPU use over 10 s with 10,000 live leases:
+//                        untouched (arg 0), or all kept alive, TTL 10 s, renewed
+//                        every TTL/3 (arg 1)
 // The wake benchmarks use manual time: each iteration's time is the latency.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -273,11 +278,119 @@ void BM_ExpiryWake(benchmark::State& state) {
   }
 }
 
+// The janitor runs in a process of its own; this one grants a lease with a
+// key and spins on info() (which reaps nothing) until the lease is gone.
+void BM_JanitorExpiry(benchmark::State& state) {
+  Scratch scratch("janitorexpiry");
+  zaris::Client& client = *scratch.client;
+  pid_t pid = helper([&] {
+    auto own = zaris::Client::open(scratch.name);
+    if (!own) return 1;
+    auto janitor = zaris::Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
+    if (!janitor) return 2;
+    for (;;) ::pause();
+  });
+  while (!client.info()->janitor_pid) std::this_thread::yield();
+  constexpr auto kTtl = 5ms;
+  for (auto _ : state) {
+    std::int64_t before = now_ns();
+    auto lease = client.leases().grant(kTtl);
+    if (!lease) return state.SkipWithError("grant");
+    if (!client.put("bench/expiring", "v", zaris::Put::with_lease(*lease)))
+      return state.SkipWithError("put");
+    std::int64_t reaped = 0;
+    for (;;) {
+      auto info = client.info();
+      if (!info) return state.SkipWithError("info");
+      if (info->leases_used == 0) break;
+      if (now_ns() - before > 10'000'000'000) return state.SkipWithError("never reaped");
+    }
+    reaped = now_ns();
+    state.SetIterationTime(
+        static_cast<double>(reaped - (before + std::chrono::nanoseconds(kTtl).count())) / 1e9);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
+// CPU time of the janitor process over a window, as a share of one CPU.
+void BM_JanitorIdle(benchmark::State& state) {
+  const bool kept_alive = state.range(0) != 0;
+  constexpr int kLeases = 10000;
+  const std::string name =
+      std::string("zaris-bench-") + std::to_string(::getpid()) + "-janitoridle";
+  zaris::SegmentOptions options;
+  options.max_leases = kLeases + 64;
+  options.max_keys = kLeases + 64;
+  options.max_key_bytes = 32;
+  options.max_value_bytes = 16;
+  auto created = zaris::Client::create(name, options);
+  if (!created) return state.SkipWithError(created.error().message.c_str());
+  zaris::Client& client = *created;
+  // Kept alive: the session default TTL, renewed at TTL/3 as sessions do.
+  const auto ttl = kept_alive ? 10s : 60s;
+  std::vector<zaris::LeaseId> leases;
+  for (int i = 0; i < kLeases; ++i) {
+    auto lease = client.leases().grant(ttl);
+    if (!lease) return state.SkipWithError("grant");
+    // A key on every tenth lease.
+    if (i % 10 == 0 && !client.put("idle/" + std::to_string(i), "v", zaris::Put::with_lease(*lease)))
+      return state.SkipWithError("put");
+    leases.push_back(*lease);
+  }
+  pid_t pid = helper([&] {
+    auto own = zaris::Client::open(name);
+    if (!own) return 1;
+    auto janitor = zaris::Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
+    if (!janitor) return 2;
+    for (;;) ::pause();
+  });
+  while (!client.info()->janitor_pid) std::this_thread::yield();
+  clockid_t cpu;
+  if (clock_getcpuclockid(pid, &cpu) != 0) return state.SkipWithError("clock_getcpuclockid");
+  auto cpu_ns = [&] {
+    timespec ts;
+    clock_gettime(cpu, &ts);
+    return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  };
+  constexpr auto kWindow = 10s;
+  double share = 0;
+  // Renews every lease at TTL/3 (or just waits) for `span`.
+  auto run_for = [&](std::chrono::nanoseconds span) {
+    std::int64_t started = now_ns();
+    while (now_ns() - started < span.count()) {
+      if (kept_alive) {
+        for (auto lease : leases)
+          if (!client.leases().keep_alive(lease)) return false;
+      }
+      std::this_thread::sleep_for(kept_alive ? 3333ms : 100ms);
+    }
+    return true;
+  };
+  // Steady state first: one TTL of renewals, so that deadlines are spread as
+  // renewals leave them.
+  if (kept_alive && !run_for(ttl)) return state.SkipWithError("keep_alive");
+  for (auto _ : state) {
+    std::int64_t cpu_before = cpu_ns();
+    std::int64_t started = now_ns();
+    if (!run_for(kWindow)) return state.SkipWithError("keep_alive");
+    share = static_cast<double>(cpu_ns() - cpu_before) /
+            static_cast<double>(now_ns() - started);
+  }
+  state.counters["janitor_cpu_percent"] = share * 100;
+  state.counters["live_leases"] = kLeases;
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  (void)zaris::Client::destroy(name);
+}
+
 BENCHMARK(BM_LockUnlock);
 BENCHMARK(BM_LockHandoff)->MinTime(1.0);
 BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
 BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ExpiryWake)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_JanitorExpiry)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_JanitorIdle)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace

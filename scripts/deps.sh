@@ -4,7 +4,8 @@
 # Works as root (or through sudo) on Debian 12.
 set -euo pipefail
 
-packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev clang libclang-rt-14-dev)
+packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
+  clang libclang-rt-14-dev)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -21,6 +21,10 @@ using engine::Engine;
 // are the stop word and the two channels.
 constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
 constexpr std::int64_t kBusyRetryNs = 100'000'000;
+// On a death, those asleep on the dead owner's keys wake from the same notice
+// and release what they wait for themselves: the janitor lets them go first,
+// then releases the rest (docs/owners.md).
+constexpr std::int64_t kDeathHeadStartNs = 500'000;
 
 std::int64_t real_now() {
   return MonotonicClock().now_ns();
@@ -136,8 +140,10 @@ class Janitor::Impl {
                                   index == 0 ? janitor_seq : registry_seq,
                                   std::min(until, real_now() + 10'000'000));
       } else if (woke >= static_cast<int>(owners_from)) {
-        // The kernel wakes one waiter on a death: pass it on to the others.
+        // The kernel wakes one waiter on a death: pass it on to the others,
+        // and give them their head start.
         segment::futex_wake_all(words[static_cast<std::size_t>(woke)].word);
+        segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }
   }
