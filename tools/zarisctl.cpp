@@ -1,16 +1,29 @@
-// zarisctl: inspect and script zaris segments from the shell.
+// zarisctl: inspect and script zaris segments from the shell, in the shape of
+// etcdctl. zarisctl(1) (tools/zarisctl.1) is the reference.
 //
 // Exit status: 0 success; 1 the operation failed ("zarisctl: MESSAGE" on
-// stderr); 2 a usage error (with a hint). See `zarisctl --help` and zarisctl(1).
+// stderr); 2 a usage error (with a hint). It is never killed by a signal:
+// SIGPIPE is ignored, SIGINT and SIGTERM end the waiting commands cleanly.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zaris/zaris.hpp"
@@ -18,6 +31,7 @@
 namespace {
 
 using json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
 
 enum class Format { simple, json_lines, table };
 
@@ -35,6 +49,10 @@ struct Globals {
 struct Failure {
   std::string message;
 };
+// A malformed argument found after parsing: exit 2 with a hint.
+struct Usage {
+  std::string message;
+};
 
 template <typename T>
 T must(zaris::Result<T> result) {
@@ -42,27 +60,164 @@ T must(zaris::Result<T> result) {
   return std::move(*result);
 }
 
-[[maybe_unused]] void must(zaris::Result<void> result) {
+void must(zaris::Result<void> result) {
   if (!result) throw Failure{result.error().message};
 }
 
-std::string default_segment() {
-  const char* env = std::getenv("ZARIS_SEGMENT");
-  return env != nullptr && *env != '\0' ? env : "zaris";
+// ---------------------------------------------------------------- input
+
+// "10", "1.5s", "500ms", "2m", "1h": a bare number is seconds.
+std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) {
+  std::size_t digits = 0;
+  bool dot = false;
+  while (digits < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[digits])) || (text[digits] == '.' && !dot))) {
+    dot = dot || text[digits] == '.';
+    ++digits;
+  }
+  std::string number = text.substr(0, digits);
+  std::string unit = text.substr(digits);
+  if (number.empty() || number == ".") return std::nullopt;
+  double scale;
+  if (unit.empty() || unit == "s") {
+    scale = 1e9;
+  } else if (unit == "ms") {
+    scale = 1e6;
+  } else if (unit == "m") {
+    scale = 60e9;
+  } else if (unit == "h") {
+    scale = 3600e9;
+  } else {
+    return std::nullopt;
+  }
+  double value = std::strtod(number.c_str(), nullptr) * scale;
+  // Beyond this it is no duration anyone means; the library refuses it anyway.
+  if (!std::isfinite(value) || value > 1e18) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(value));
 }
 
-// Opens the segment; a missing one is an error naming it.
-zaris::Client open_segment(const Globals& g) {
-  auto client = zaris::Client::open(g.segment);
-  if (!client && client.code() == zaris::Errc::not_found)
-    throw Failure{"segment " + g.segment + " does not exist"};
-  return must(std::move(client));
+std::chrono::nanoseconds duration_arg(const std::string& text, const char* what) {
+  auto d = parse_duration(text);
+  if (!d)
+    throw Usage{fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what,
+                            text)};
+  return *d;
+}
+
+zaris::LeaseId lease_arg(const std::string& text) {
+  auto id = zaris::LeaseId::parse(text);
+  if (!id) throw Usage{fmt::format("'{}' is not a lease id (1 to 16 hex digits)", text)};
+  return *id;
+}
+
+void require_key(const std::string& key, bool prefix) {
+  if (key.empty() && !prefix)
+    throw Usage{"KEY is empty (use --prefix with \"\" for every key)"};
+}
+
+// ---------------------------------------------------------------- output
+
+// "10s", "1500ms": whole seconds when exact, else milliseconds.
+std::string duration_text(std::chrono::nanoseconds d) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+// Remaining time as etcdctl shows it: whole seconds, or milliseconds under one.
+std::string remaining_text(std::chrono::nanoseconds d) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  if (ms >= 1000) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+long long ms_of(std::chrono::nanoseconds d) {
+  return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+bool valid_utf8(const std::string& s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n;
+    std::uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xe0) == 0xc0) {
+      n = 1;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      n = 2;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= s.size()) return false;
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and beyond U+10FFFF are not UTF-8.
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+std::string base64(const std::string& in) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])) << 16 |
+                      static_cast<std::uint32_t>(static_cast<unsigned char>(in[i + 1])) << 8 |
+                      static_cast<unsigned char>(in[i + 2]);
+    out += table[v >> 18];
+    out += table[(v >> 12) & 63];
+    out += table[(v >> 6) & 63];
+    out += table[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])) << 16;
+    out += table[v >> 18];
+    out += table[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(in[i])) << 16 |
+                      static_cast<std::uint32_t>(static_cast<unsigned char>(in[i + 1])) << 8;
+    out += table[v >> 18];
+    out += table[(v >> 12) & 63];
+    out += table[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+// Bytes into a JSON object: a string under `name` if valid UTF-8, else
+// base64 under NAME_base64.
+void put_bytes(json& object, const char* name, const std::string& bytes) {
+  if (valid_utf8(bytes)) {
+    object[name] = bytes;
+  } else {
+    object[std::string(name) + "_base64"] = base64(bytes);
+  }
+}
+
+void write_raw(const std::string& bytes) {
+  std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+  std::fputc('\n', stdout);
 }
 
 void print_json(const json& value) {
-  std::string text = value.dump();
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fputc('\n', stdout);
+  write_raw(value.dump());
+  std::fflush(stdout);
 }
 
 // Rows under a header, each column as wide as its widest cell.
@@ -79,13 +234,135 @@ void print_table(const std::vector<std::string>& header,
       out += cells[c];
       if (c + 1 < cells.size()) out += std::string(width[c] - cells[c].size() + 2, ' ');
     }
-    std::puts(out.c_str());
+    write_raw(out);
   };
   line(header);
   for (const auto& row : rows) line(row);
 }
 
-// ---------------------------------------------------------------- status
+// ---------------------------------------------------------------- segments and signals
+
+std::string default_segment() {
+  const char* env = std::getenv("ZARIS_SEGMENT");
+  return env != nullptr && *env != '\0' ? env : "zaris";
+}
+
+// Opens the segment; a missing one is an error naming it.
+zaris::Client open_segment(const Globals& g) {
+  auto client = zaris::Client::open(g.segment);
+  if (!client && client.code() == zaris::Errc::not_found)
+    throw Failure{"segment " + g.segment + " does not exist"};
+  return must(std::move(client));
+}
+
+// Opens the segment, creating it with default capacities if it is missing.
+zaris::Client open_or_create(const Globals& g) {
+  return must(zaris::Client::open_or_create(g.segment));
+}
+
+// SIGINT and SIGTERM are blocked in every thread (main() blocks them first);
+// a waiting command takes them here, in a thread of its own.
+class StopSignal {
+ public:
+  explicit StopSignal(std::function<void()> on_stop = {}) : on_stop_(std::move(on_stop)) {
+    thread_ = std::thread([this] {
+      sigset_t set = stop_set();
+      int signal = 0;
+      for (;;) {
+        sigwait(&set, &signal);
+        if (signal == SIGUSR2 && quitting_.load()) return;  // ours: the destructor's
+        if (signal != SIGUSR2) break;
+      }
+      {
+        std::lock_guard guard(mutex_);
+        stopped_ = true;
+      }
+      changed_.notify_all();
+      if (on_stop_) on_stop_();
+    });
+  }
+  ~StopSignal() {
+    quitting_.store(true);
+    pthread_kill(thread_.native_handle(), SIGUSR2);
+    thread_.join();
+  }
+  bool stopped() {
+    std::lock_guard guard(mutex_);
+    return stopped_;
+  }
+  // Sleeps up to `d`; true if a stop signal came.
+  bool sleep_for(std::chrono::nanoseconds d) {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, d, [this] { return stopped_; });
+  }
+  static sigset_t stop_set() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR2);
+    return set;
+  }
+
+ private:
+  std::function<void()> on_stop_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopped_ = false;
+  std::atomic<bool> quitting_{false};
+  std::thread thread_;
+};
+
+// ---------------------------------------------------------------- segment
+
+struct CreateArgs {
+  std::uint32_t leases = zaris::SegmentOptions{}.max_leases;
+  std::uint32_t keys = zaris::SegmentOptions{}.max_keys;
+  std::uint32_t max_key_bytes = zaris::SegmentOptions{}.max_key_bytes;
+  std::uint32_t max_value_bytes = zaris::SegmentOptions{}.max_value_bytes;
+  std::string mode = "600";
+};
+
+void cmd_segment_create(const Globals& g, const CreateArgs& a) {
+  zaris::SegmentOptions options;
+  options.max_leases = a.leases;
+  options.max_keys = a.keys;
+  options.max_key_bytes = a.max_key_bytes;
+  options.max_value_bytes = a.max_value_bytes;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long mode = std::strtoul(a.mode.c_str(), &end, 8);
+  if (a.mode.empty() || *end != '\0' || errno != 0 || mode > 0777)
+    throw Usage{fmt::format("--mode '{}' is not an octal mode (e.g. 600, 0660)", a.mode)};
+  options.mode = static_cast<mode_t>(mode);
+  auto client = zaris::Client::create(g.segment, options);
+  if (!client && client.code() == zaris::Errc::already_exists)
+    throw Failure{"segment " + g.segment + " already exists"};
+  auto info = must(must(std::move(client)).info());
+  if (g.format() == Format::json_lines) {
+    print_json({{"segment", info.path}, {"size_bytes", info.size_bytes}});
+  } else {
+    fmt::print("segment {} created\n", g.segment);
+  }
+}
+
+void cmd_segment_destroy(const Globals& g, bool force) {
+  {
+    auto client = open_segment(g);
+    auto live = must(client.leases().list());
+    if (!live.empty() && !force)
+      throw Failure{fmt::format("segment {} holds {} live lease(s); --force destroys it anyway",
+                                g.segment, live.size())};
+  }
+  must(zaris::Client::destroy(g.segment));
+  if (g.format() == Format::json_lines) {
+    print_json({{"destroyed", true}});
+  } else {
+    fmt::print("segment {} destroyed\n", g.segment);
+  }
+}
+
+// ---------------------------------------------------------------- status, check
 
 void cmd_status(const Globals& g) {
   auto client = open_segment(g);
@@ -127,8 +404,6 @@ void cmd_status(const Globals& g) {
   }
 }
 
-// ---------------------------------------------------------------- check
-
 int cmd_check(const Globals& g) {
   auto client = open_segment(g);
   auto violations = must(client.check());
@@ -142,25 +417,377 @@ int cmd_check(const Globals& g) {
   return violations.empty() ? 0 : 1;
 }
 
-// ---------------------------------------------------------------- janitor
+// ---------------------------------------------------------------- leases
 
-// Blocks SIGINT and SIGTERM in every thread (those started later inherit the
-// mask), so that the main thread takes them with sigwait().
-sigset_t block_stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
+void cmd_lease_grant(const Globals& g, const std::string& ttl_text) {
+  auto ttl = duration_arg(ttl_text, "TTL");
+  auto client = open_or_create(g);
+  auto id = must(client.leases().grant(ttl));
+  if (g.format() == Format::json_lines) {
+    print_json({{"id", id.to_string()}, {"ttl_ms", ms_of(ttl)}});
+  } else {
+    fmt::print("lease {} granted with TTL({})\n", id.to_string(), duration_text(ttl));
+  }
 }
 
+void cmd_lease_revoke(const Globals& g, const std::string& id_text) {
+  auto id = lease_arg(id_text);
+  auto client = open_segment(g);
+  auto revoked = client.leases().revoke(id);
+  if (!revoked && (revoked.code() == zaris::Errc::not_found ||
+                   revoked.code() == zaris::Errc::lease_lost))
+    throw Failure{"lease " + id.to_string() + " not found"};
+  must(std::move(revoked));
+  if (g.format() == Format::json_lines) {
+    print_json({{"id", id.to_string()}, {"revoked", true}});
+  } else {
+    fmt::print("lease {} revoked\n", id.to_string());
+  }
+}
+
+int cmd_lease_keep_alive(const Globals& g, const std::string& id_text, bool once) {
+  auto id = lease_arg(id_text);
+  auto client = open_segment(g);
+  std::optional<StopSignal> stop;
+  if (!once) stop.emplace();
+  for (;;) {
+    auto ttl = client.leases().keep_alive(id);
+    if (!ttl) {
+      if (ttl.code() == zaris::Errc::not_found || ttl.code() == zaris::Errc::lease_lost)
+        throw Failure{"lease " + id.to_string() + " not found (expired or revoked)"};
+      must(std::move(ttl));
+    }
+    if (g.format() == Format::json_lines) {
+      print_json({{"id", id.to_string()}, {"ttl_ms", ms_of(*ttl)}});
+    } else {
+      fmt::print("lease {} keepalived with TTL({})\n", id.to_string(), duration_text(*ttl));
+      std::fflush(stdout);
+    }
+    if (once) return 0;
+    if (stop->sleep_for(*ttl / 3)) return 0;
+  }
+}
+
+void cmd_lease_timetolive(const Globals& g, const std::string& id_text, bool keys) {
+  auto id = lease_arg(id_text);
+  auto client = open_segment(g);
+  auto info = client.leases().time_to_live(id, keys);
+  if (!info && (info.code() == zaris::Errc::not_found || info.code() == zaris::Errc::lease_lost))
+    throw Failure{"lease " + id.to_string() + " not found"};
+  auto i = must(std::move(info));
+  if (g.format() == Format::json_lines) {
+    json out = {{"id", id.to_string()},
+                {"granted_ttl_ms", ms_of(i.granted_ttl)},
+                {"remaining_ms", ms_of(i.remaining)}};
+    if (keys) {
+      json list = json::array();
+      for (const auto& k : i.keys) {
+        if (valid_utf8(k)) {
+          list.push_back(k);
+        } else {
+          list.push_back(json{{"key_base64", base64(k)}});
+        }
+      }
+      out["keys"] = list;
+    }
+    print_json(out);
+    return;
+  }
+  std::string line = fmt::format("lease {} granted with TTL({}), remaining({})", id.to_string(),
+                                 duration_text(i.granted_ttl), remaining_text(i.remaining));
+  if (keys) {
+    line += ", attached keys([";
+    for (std::size_t k = 0; k < i.keys.size(); ++k) line += (k ? " " : "") + i.keys[k];
+    line += "])";
+  }
+  write_raw(line);
+}
+
+void cmd_lease_list(const Globals& g) {
+  auto client = open_segment(g);
+  auto leases = must(client.leases().list());
+  std::sort(leases.begin(), leases.end(),
+            [](const auto& a, const auto& b) { return a.id.value() < b.id.value(); });
+  switch (g.format()) {
+    case Format::json_lines: {
+      json list = json::array();
+      for (const auto& l : leases)
+        list.push_back({{"id", l.id.to_string()},
+                        {"granted_ttl_ms", ms_of(l.granted_ttl)},
+                        {"remaining_ms", ms_of(l.remaining)}});
+      print_json({{"leases", list}});
+      return;
+    }
+    case Format::table: {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& l : leases)
+        rows.push_back({l.id.to_string(), duration_text(l.granted_ttl), remaining_text(l.remaining)});
+      print_table({"ID", "TTL", "REMAINING"}, rows);
+      return;
+    }
+    case Format::simple:
+      for (const auto& l : leases) write_raw(l.id.to_string());
+      return;
+  }
+}
+
+// ---------------------------------------------------------------- keys
+
+void cmd_put(const Globals& g, const std::string& key, const std::string& value,
+             const std::string& lease_text, bool if_absent) {
+  require_key(key, false);
+  zaris::Put options;
+  if (!lease_text.empty()) options.lease = lease_arg(lease_text);
+  options.if_absent = if_absent;
+  auto client = open_or_create(g);
+  auto put = client.put(key, value, options);
+  if (!put && put.code() == zaris::Errc::already_exists)
+    throw Failure{"key " + key + " already exists"};
+  auto done = must(std::move(put));
+  if (g.format() == Format::json_lines) {
+    print_json({{"revision", done.revision}});
+  } else {
+    std::puts("OK");
+  }
+}
+
+void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_only) {
+  require_key(key, prefix);
+  auto client = open_segment(g);
+  zaris::RangeResult found;
+  if (prefix) {
+    found = must(client.get_prefix(key, zaris::RangeOptions{keys_only, 0}));
+  } else {
+    auto one = must(client.get(key));
+    found.revision = must(client.info()).revision;
+    if (one) {
+      if (keys_only) one->value.clear();
+      found.kvs.push_back(std::move(*one));
+    }
+  }
+  switch (g.format()) {
+    case Format::json_lines: {
+      json kvs = json::array();
+      for (const auto& kv : found.kvs) {
+        json o = json::object();
+        put_bytes(o, "key", kv.key);
+        if (!keys_only) put_bytes(o, "value", kv.value);
+        o["lease"] = kv.lease ? json(kv.lease.to_string()) : json(nullptr);
+        o["create_revision"] = kv.create_revision;
+        o["mod_revision"] = kv.mod_revision;
+        o["version"] = kv.version;
+        kvs.push_back(o);
+      }
+      print_json({{"revision", found.revision}, {"kvs", kvs}});
+      return;
+    }
+    case Format::table: {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& kv : found.kvs) {
+        std::vector<std::string> row{kv.key};
+        if (!keys_only) row.push_back(kv.value);
+        row.push_back(kv.lease ? kv.lease.to_string() : "-");
+        row.push_back(std::to_string(kv.create_revision));
+        row.push_back(std::to_string(kv.mod_revision));
+        row.push_back(std::to_string(kv.version));
+        rows.push_back(row);
+      }
+      std::vector<std::string> header{"KEY"};
+      if (!keys_only) header.push_back("VALUE");
+      for (const char* h : {"LEASE", "CREATE_REVISION", "MOD_REVISION", "VERSION"})
+        header.push_back(h);
+      print_table(header, rows);
+      return;
+    }
+    case Format::simple:
+      for (const auto& kv : found.kvs) {
+        write_raw(kv.key);
+        if (!keys_only) write_raw(kv.value);
+      }
+      return;
+  }
+}
+
+void cmd_del(const Globals& g, const std::string& key, bool prefix) {
+  require_key(key, prefix);
+  auto client = open_segment(g);
+  auto deleted = must(prefix ? client.del_prefix(key) : client.del(key));
+  if (g.format() == Format::json_lines) {
+    print_json({{"deleted", deleted.deleted}});
+  } else {
+    fmt::print("{}\n", deleted.deleted);
+  }
+}
+
+void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint64_t rev,
+               std::uint64_t count) {
+  require_key(key, prefix);
+  auto client = open_segment(g);
+  auto watcher = must(client.watch(key, zaris::WatchOptions{prefix, rev}));
+  StopSignal stop;
+  std::uint64_t seen = 0;
+  while (!stop.stopped()) {
+    // Slices, so that a stop signal is taken within 100 ms.
+    auto events = must(watcher.wait(100ms));
+    for (const auto& e : events) {
+      bool put = e.type == zaris::EventType::put;
+      if (g.format() == Format::json_lines) {
+        json o = {{"type", put ? "PUT" : "DELETE"}};
+        put_bytes(o, "key", e.kv.key);
+        if (put) {
+          put_bytes(o, "value", e.kv.value);
+        } else {
+          o["value"] = nullptr;
+        }
+        o["revision"] = e.revision;
+        o["reason"] = put ? json(nullptr) : json(std::string(zaris::delete_reason_name(e.reason)));
+        print_json(o);
+      } else if (put) {
+        std::string line = "PUT " + e.kv.key + " " + e.kv.value;
+        write_raw(line);
+      } else {
+        write_raw("DELETE " + e.kv.key + " " + std::string(zaris::delete_reason_name(e.reason)));
+      }
+      std::fflush(stdout);
+      if (count != 0 && ++seen >= count) return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- lock, elect
+
+// Runs `command` with `env` added; returns its exit status (128 + signal if
+// killed). SIGINT and SIGTERM that reach zarisctl meanwhile are passed on.
+int run_command(const std::vector<std::string>& command,
+                const std::vector<std::pair<std::string, std::string>>& env) {
+  std::vector<char*> argv;
+  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = ::fork();
+  if (pid < 0) throw Failure{std::string("fork: ") + std::strerror(errno)};
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, nullptr);
+    ::signal(SIGPIPE, SIG_DFL);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "zarisctl: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  StopSignal forward([pid] { ::kill(pid, SIGTERM); });
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 128 + WTERMSIG(status);
+}
+
+int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_text,
+             const std::string& timeout_text, const std::vector<std::string>& command) {
+  auto ttl = duration_arg(ttl_text, "--ttl");
+  auto timeout =
+      timeout_text.empty() ? std::chrono::nanoseconds::max() : duration_arg(timeout_text, "--timeout");
+  if (name.empty()) throw Usage{"NAME is empty"};
+  auto client = open_or_create(g);
+  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, {}}));
+  zaris::Mutex mutex(*session, name);
+  std::atomic<bool> interrupted{false};
+  {
+    // A stop signal while waiting ends the session: the wait returns at once.
+    StopSignal stop([&] {
+      interrupted.store(true);
+      (void)session->close();
+    });
+    auto locked = mutex.lock(timeout);
+    if (interrupted.load()) throw Failure{"interrupted before acquiring " + name};
+    if (!locked && locked.code() == zaris::Errc::timed_out)
+      throw Failure{"lock " + name + " not acquired within " + timeout_text};
+    must(std::move(locked));
+  }
+  const std::string token = std::to_string(mutex.fencing_token());
+  int status = 0;
+  if (!command.empty()) {
+    status = run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
+  } else {
+    if (g.format() == Format::json_lines) {
+      print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
+    } else {
+      write_raw(mutex.key());
+      write_raw(token);
+      std::fflush(stdout);
+    }
+    StopSignal stop;
+    while (!stop.sleep_for(1h)) {
+    }
+  }
+  (void)mutex.unlock();
+  (void)session->close();
+  return status;
+}
+
+int cmd_elect(const Globals& g, const std::string& name, const std::string& proposal, bool listen,
+              const std::string& ttl_text) {
+  auto ttl = duration_arg(ttl_text, "--ttl");
+  if (name.empty()) throw Usage{"NAME is empty"};
+  if (!listen && proposal.empty()) throw Usage{"PROPOSAL is missing (or use --listen)"};
+  auto client = open_or_create(g);
+  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, {}}));
+  zaris::Election election(*session, name);
+  if (listen) {
+    auto observer = must(election.observe());
+    StopSignal stop;
+    while (!stop.stopped()) {
+      auto leader = must(observer.next(100ms));
+      if (leader && !leader->key.empty()) {
+        if (g.format() == Format::json_lines) {
+          json o = json::object();
+          put_bytes(o, "proposal", leader->value);
+          print_json(o);
+        } else {
+          write_raw(leader->value);
+          std::fflush(stdout);
+        }
+      }
+    }
+    return 0;
+  }
+  std::atomic<bool> interrupted{false};
+  {
+    StopSignal stop([&] {
+      interrupted.store(true);
+      (void)session->close();
+    });
+    auto elected = election.campaign(proposal);
+    if (interrupted.load()) throw Failure{"interrupted before being elected in " + name};
+    must(std::move(elected));
+  }
+  if (g.format() == Format::json_lines) {
+    json o = json::object();
+    put_bytes(o, "proposal", proposal);
+    print_json(o);
+  } else {
+    write_raw(proposal);
+    std::fflush(stdout);
+  }
+  StopSignal stop;
+  while (!stop.sleep_for(1h)) {
+  }
+  (void)election.resign();
+  (void)session->close();
+  return 0;
+}
+
+// ---------------------------------------------------------------- janitor
+
 void cmd_janitor(const Globals& g) {
-  sigset_t stop = block_stop_signals();
   auto client = open_segment(g);
   auto janitor = must(zaris::Janitor::start(client));
+  sigset_t set = StopSignal::stop_set();
   int signal = 0;
-  sigwait(&stop, &signal);
+  do {
+    sigwait(&set, &signal);
+  } while (signal == SIGUSR2);
   janitor->stop();
   std::fprintf(stderr, "zaris-janitor: stopped by %s\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
 }
@@ -168,34 +795,168 @@ void cmd_janitor(const Globals& g) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Never killed by a signal: a closed pipe is a write error, and SIGINT and
+  // SIGTERM are taken by the commands that wait (all threads inherit this).
+  ::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop = StopSignal::stop_set();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
   CLI::App app{"zarisctl: inspect and script zaris leases from the shell", "zarisctl"};
   app.set_version_flag("--version", std::string("zarisctl ") + ZARIS_VERSION);
   app.require_subcommand(1);
+  app.footer("Exit status: 0 success, 1 the operation failed, 2 a usage error. See zarisctl(1).");
   Globals g;
   g.segment = default_segment();
   app.add_option("-s,--segment", g.segment,
                  "segment: a name in /dev/shm, or a path if it contains '/' "
                  "(default $ZARIS_SEGMENT, else zaris)");
-  app.add_option("-w,--write-out", g.write_out, "output format")
+  app.add_option("-w,--write-out", g.write_out, "output format: simple, json or table")
       ->check(CLI::IsMember({"simple", "json", "table"}));
 
   int status = 0;
-  app.add_subcommand("status", "summary of the segment")->callback([&] { cmd_status(g); });
-  app.add_subcommand("check", "verify every invariant of the segment")->callback([&] {
-    status = cmd_check(g);
+  std::function<void()> action;
+
+  // segment create | destroy
+  auto* segment = app.add_subcommand("segment", "create or destroy a segment");
+  segment->require_subcommand(1);
+  CreateArgs create;
+  auto* create_cmd = segment->add_subcommand("create", "create the segment (exit 1 if it exists)");
+  create_cmd->add_option("--leases", create.leases, "lease capacity")->capture_default_str();
+  create_cmd->add_option("--keys", create.keys, "key capacity")->capture_default_str();
+  create_cmd->add_option("--max-key-bytes", create.max_key_bytes, "longest key")
+      ->capture_default_str();
+  create_cmd->add_option("--max-value-bytes", create.max_value_bytes, "longest value")
+      ->capture_default_str();
+  create_cmd->add_option("--mode", create.mode, "permission bits, octal")->capture_default_str();
+  create_cmd->callback([&] { action = [&] { cmd_segment_create(g, create); }; });
+  bool force = false;
+  auto* destroy_cmd =
+      segment->add_subcommand("destroy", "remove the segment (refused while leases live)");
+  destroy_cmd->add_flag("--force", force, "destroy even while leases live");
+  destroy_cmd->callback([&] { action = [&] { cmd_segment_destroy(g, force); }; });
+
+  app.add_subcommand("status", "summary of the segment")->callback([&] {
+    action = [&] { cmd_status(g); };
   });
-  app.add_subcommand("janitor",
-                     "run the segment's janitor in the foreground until SIGINT or SIGTERM")
-      ->callback([&] { cmd_janitor(g); });
+  app.add_subcommand("check", "verify every invariant of the segment")->callback([&] {
+    action = [&] { status = cmd_check(g); };
+  });
+
+  // lease grant | revoke | keep-alive | timetolive | list
+  auto* lease = app.add_subcommand("lease", "grant, renew, inspect and revoke leases");
+  lease->require_subcommand(1);
+  std::string ttl_text, id_text;
+  auto* grant = lease->add_subcommand("grant", "grant an unbound lease");
+  grant->add_option("TTL", ttl_text, "time to live: 10, 1.5s, 500ms, 2m, 1h")->required();
+  grant->callback([&] { action = [&] { cmd_lease_grant(g, ttl_text); }; });
+  auto* revoke = lease->add_subcommand("revoke", "revoke a lease and delete its keys");
+  revoke->add_option("ID", id_text, "lease id (hex)")->required();
+  revoke->callback([&] { action = [&] { cmd_lease_revoke(g, id_text); }; });
+  bool once = false;
+  auto* keep = lease->add_subcommand("keep-alive", "renew a lease at TTL/3 until SIGINT/SIGTERM");
+  keep->add_option("ID", id_text, "lease id (hex)")->required();
+  keep->add_flag("--once", once, "renew once and exit");
+  keep->callback([&] { action = [&] { status = cmd_lease_keep_alive(g, id_text, once); }; });
+  bool with_keys = false;
+  auto* ttl_cmd = lease->add_subcommand("timetolive", "a lease's TTL and remaining time");
+  ttl_cmd->add_option("ID", id_text, "lease id (hex)")->required();
+  ttl_cmd->add_flag("--keys", with_keys, "also list its keys");
+  ttl_cmd->callback([&] { action = [&] { cmd_lease_timetolive(g, id_text, with_keys); }; });
+  lease->add_subcommand("list", "every live lease")->callback([&] {
+    action = [&] { cmd_lease_list(g); };
+  });
+
+  // put, get, del, watch
+  std::string key, value, put_lease;
+  bool if_absent = false, prefix = false, keys_only = false;
+  auto* put = app.add_subcommand("put", "put KEY VALUE");
+  put->add_option("KEY", key, "key")->required();
+  put->add_option("VALUE", value, "value")->required();
+  put->add_option("--lease", put_lease, "attach to this lease (hex id)");
+  put->add_flag("--if-absent", if_absent, "fail (exit 1) if the key exists");
+  put->callback([&] { action = [&] { cmd_put(g, key, value, put_lease, if_absent); }; });
+  auto* get = app.add_subcommand("get", "get KEY, or every key under it with --prefix");
+  get->add_option("KEY", key, "key (\"\" with --prefix: every key)")->required();
+  get->add_flag("--prefix", prefix, "every key starting with KEY");
+  get->add_flag("--keys-only", keys_only, "keys without values");
+  get->callback([&] { action = [&] { cmd_get(g, key, prefix, keys_only); }; });
+  auto* del = app.add_subcommand("del", "delete KEY, or every key under it with --prefix");
+  del->add_option("KEY", key, "key")->required();
+  del->add_flag("--prefix", prefix, "every key starting with KEY");
+  del->callback([&] { action = [&] { cmd_del(g, key, prefix); }; });
+  std::uint64_t rev = 0, count = 0;
+  auto* watch = app.add_subcommand("watch", "print changes to KEY until SIGINT/SIGTERM");
+  watch->add_option("KEY", key, "key")->required();
+  watch->add_flag("--prefix", prefix, "every key starting with KEY");
+  watch->add_option("--rev", rev, "start at this revision (default: what comes next)");
+  watch->add_option("--count", count, "exit after this many events");
+  watch->callback([&] { action = [&] { cmd_watch(g, key, prefix, rev, count); }; });
+
+  // lock, elect, janitor
+  std::string name, lock_ttl = "10s", lock_timeout;
+  std::vector<std::string> command;
+  auto* lock = app.add_subcommand("lock", "take a lock (FIFO), around COMMAND or until SIGINT");
+  lock->add_option("NAME", name, "lock name")->required();
+  lock->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
+  lock->add_option("--timeout", lock_timeout, "give up (exit 1) if not acquired in time");
+  lock->add_option("COMMAND", command, "run this while holding the lock (after --)");
+  lock->callback([&] { action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, command); }; });
+  std::string proposal;
+  bool listen = false;
+  auto* elect = app.add_subcommand("elect", "campaign for leadership, or --listen to the leader");
+  elect->add_option("NAME", name, "election name")->required();
+  elect->add_option("PROPOSAL", proposal, "this candidate's value");
+  elect->add_flag("--listen", listen, "print each leader's proposal as it changes");
+  elect->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
+  elect->callback([&] { action = [&] { status = cmd_elect(g, name, proposal, listen, lock_ttl); }; });
+  app.add_subcommand("janitor", "run the segment's janitor until SIGINT/SIGTERM")->callback([&] {
+    action = [&] { cmd_janitor(g); };
+  });
+
+  // Global options may come anywhere, as with etcdctl.
+  std::function<void(CLI::App*)> fall_through = [&](CLI::App* a) {
+    a->fallthrough();
+    for (auto* sub : a->get_subcommands({})) fall_through(sub);
+  };
+  fall_through(&app);
 
   try {
+    // CLI11 would say only "A subcommand is required" for a misspelt one.
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      if (arg == "-s" || arg == "--segment" || arg == "-w" || arg == "--write-out") {
+        ++i;
+        continue;
+      }
+      if (arg.starts_with("-")) continue;
+      if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty()) {
+        std::fprintf(stderr, "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
+                     arg.c_str());
+        return 2;
+      }
+      break;
+    }
     app.parse(argc, argv);
+    if (action) action();
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);  // prints help, version, or the error with a hint
     return code == 0 ? 0 : 2;
+  } catch (const Usage& usage) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "zarisctl: %s\nRun with --help for more information.\n",
+                 usage.message.c_str());
+    return 2;
   } catch (const Failure& failure) {
     std::fflush(stdout);
     std::fprintf(stderr, "zarisctl: %s\n", failure.message.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "zarisctl: %s\n", e.what());
+    return 1;
+  }
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "zarisctl: cannot write the output: %s\n", std::strerror(errno));
     return 1;
   }
   return status;
