@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,13 @@ class Client {
   // the key's lease, so an expiry nobody touches still wakes it.
   Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                std::chrono::nanoseconds timeout);
+  // A key and the mod revision last seen of it (0: it was absent).
+  struct Seen {
+    std::string_view key;
+    std::uint64_t mod_revision;
+  };
+  // The same for up to four keys at once: returns true as soon as any changes.
+  Result<bool> wait_for_any_change(std::span<const Seen> keys, std::chrono::nanoseconds timeout);
   // Watches `key` (or every key under it, with options.prefix).
   Result<Watcher> watch(std::string_view key, const WatchOptions& options = {});
 

@@ -92,6 +92,15 @@ Result<bool> Client::wait_for_change(std::string_view key, std::uint64_t seen_mo
   return impl_->engine.wait_for_change(key, seen_mod_revision, timeout);
 }
 
+Result<bool> Client::wait_for_any_change(std::span<const Seen> keys,
+                                         std::chrono::nanoseconds timeout) {
+  if (keys.size() > engine::Engine::kMaxWatched)
+    return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
+  engine::Engine::Watched watched[engine::Engine::kMaxWatched];
+  for (std::size_t i = 0; i < keys.size(); ++i) watched[i] = {keys[i].key, keys[i].mod_revision};
+  return impl_->engine.wait_for_any_change(watched, keys.size(), timeout);
+}
+
 Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options) {
   if (key.empty() && !options.prefix)
     return Error{Errc::invalid_argument, "key is empty (watch \"\" with prefix for every key)"};

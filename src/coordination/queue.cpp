@@ -44,6 +44,7 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
     if (!is_contender(kv.key, prefix_size)) continue;
     if (kv.key == key) {
       where.present = kv.create_revision == created;
+      where.own_mod_revision = kv.mod_revision;
       continue;
     }
     if (kv.create_revision < created &&
@@ -66,9 +67,11 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds(0))
       return Error{Errc::timed_out, "not at the head of " + std::string(name) + " in time"};
-    // Sleeps until the predecessor goes (or its lease's deadline passes).
-    auto changed =
-        client.wait_for_change(where->predecessor.key, where->predecessor.mod_revision, left);
+    // Sleeps until the predecessor goes (its lease's deadline passes, its
+    // owner dies), or our own key goes (our session ended).
+    const Client::Seen watched[] = {{where->predecessor.key, where->predecessor.mod_revision},
+                                    {key, where->own_mod_revision}};
+    auto changed = client.wait_for_any_change(watched, left);
     if (!changed) return std::move(changed).error();
   }
 }

@@ -25,6 +25,7 @@ Result<std::uint64_t> join(Client& client, const std::string& key, std::string_v
 
 struct Place {
   bool present = false;  // our key is still there
+  std::uint64_t own_mod_revision = 0;  // its mod revision when present
   bool head = false;     // nobody is before us
   KeyValue predecessor;  // when !head: the one just before us
 };

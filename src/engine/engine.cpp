@@ -311,22 +311,6 @@ class Sleeper {
   void sleep(std::uint32_t seen, std::int64_t until_real) {
     segment::futex_wait_until(channel_.seq, seen, until_real);
   }
-  // Sleeps on the channel and on a registration's liveness word at once.
-  // Returns kNoFutexWaitv if the kernel cannot: the caller sleeps on the
-  // channel alone.
-  int sleep_or_death(std::uint32_t seen, std::uint32_t* owner_word, std::int64_t until_real) {
-    std::uint32_t expected = 0;
-    if (!arm_liveness_word(owner_word, expected)) return 0;  // dead already: look again
-    segment::FutexWord words[2] = {{reinterpret_cast<std::uint32_t*>(&channel_.seq), seen},
-                                   {owner_word, expected}};
-    int woke = segment::futex_wait_any(words, 2, until_real);
-    if (woke == -2) return kNoFutexWaitv;
-    // The kernel wakes one waiter on a death: pass it on to the others.
-    if (woke == 1 || !liveness_alive(std::atomic_ref<std::uint32_t>(*owner_word).load()))
-      segment::futex_wake_all(owner_word);
-    return woke;
-  }
-  static constexpr int kNoFutexWaitv = -2;
 
  private:
   segment::Channel& channel_;
@@ -342,47 +326,94 @@ std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
 
 Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                      std::chrono::nanoseconds timeout) {
-  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  Watched one{key, seen_mod_revision};
+  return wait_for_any_change(&one, 1, timeout);
+}
+
+Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
+                                         std::chrono::nanoseconds timeout) {
+  if (count == 0 || count > kMaxWatched)
+    return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
+  for (std::size_t i = 0; i < count; ++i)
+    if (auto bad = check_key(keys[i].key, layout_); !bad) return std::move(bad).error();
   const std::int64_t give_up =
       add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
-  segment::Channel& channel = channels_->keys[store_.hash32(key) % segment::kKeyChannels];
+  // Each key's channel (the same channel once), and the liveness word of each
+  // bound lease's owner: a death wakes us too.
+  segment::Channel* channels[kMaxWatched];
+  std::size_t channel_count = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    segment::Channel* c = &channels_->keys[store_.hash32(keys[i].key) % segment::kKeyChannels];
+    if (std::find(channels, channels + channel_count, c) == channels + channel_count)
+      channels[channel_count++] = c;
+  }
   struct Seen {
-    bool changed;
-    std::int64_t lease_deadline;  // on the engine's clock, kNever without a lease
-    std::int64_t now;
-    std::uint32_t* owner_word;  // the liveness word of the lease's owner, if bound
+    bool changed = false;
+    std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
+    std::int64_t now = 0;
+    std::uint32_t* owners[kMaxWatched] = {};
+    std::size_t owner_count = 0;
   };
   for (;;) {
-    Sleeper sleeper(channel);
-    std::uint32_t seq = sleeper.seq();
+    std::optional<Sleeper> sleepers[kMaxWatched];
+    std::uint32_t seqs[kMaxWatched];
+    for (std::size_t c = 0; c < channel_count; ++c) {
+      sleepers[c].emplace(*channels[c]);
+      seqs[c] = sleepers[c]->seq();
+    }
     auto seen = locked<Seen>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Seen> {
-      Store::Probe probe = store_.find(key);
-      if (probe.slot == kNone) return Seen{seen_mod_revision != 0, kNever, now, nullptr};
-      const KeySlotHeader& k = store_.key(probe.slot);
-      if (!store_.key_visible(k, now)) return Seen{seen_mod_revision != 0, kNever, now, nullptr};
-      std::int64_t lease_deadline = kNever;
-      std::uint32_t* owner_word = nullptr;
-      if (k.lease_id != 0) {
-        const LeaseSlot& l = store_.lease(store_.lease_slot_of(k.lease_id));
+      Seen out;
+      out.now = now;
+      for (std::size_t i = 0; i < count && !out.changed; ++i) {
+        Store::Probe probe = store_.find(keys[i].key);
+        const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
+        if (k == nullptr || !store_.key_visible(*k, now)) {
+          out.changed = keys[i].seen_mod_revision != 0;
+          continue;
+        }
+        if (k->mod_revision != keys[i].seen_mod_revision) {
+          out.changed = true;
+          continue;
+        }
+        if (k->lease_id == 0) continue;
+        const LeaseSlot& l = store_.lease(store_.lease_slot_of(k->lease_id));
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-        if (d < kDeadlineStates) lease_deadline = static_cast<std::int64_t>(d);
+        if (d < kDeadlineStates)
+          out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
         if ((l.flags & segment::kLeaseBound) != 0)
-          owner_word = reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
+          out.owners[out.owner_count++] =
+              reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
       }
-      return Seen{k.mod_revision != seen_mod_revision, lease_deadline, now, owner_word};
+      return out;
     });
     if (!seen) return std::move(seen).error();
     if (seen->changed) return true;
     std::int64_t until = std::min(give_up, liveness_deadline());
-    if (seen->lease_deadline != kNever)
-      until = std::min(until, real_deadline(seen->lease_deadline, seen->now));
+    if (seen->deadline != kNever) until = std::min(until, real_deadline(seen->deadline, seen->now));
     if (real_now() >= give_up) return false;
-    if (seen->owner_word != nullptr) {
-      // Also sleep on the owner's liveness word, so its death wakes us.
-      int woke = sleeper.sleep_or_death(seq, seen->owner_word, until);
-      if (woke != Sleeper::kNoFutexWaitv) continue;
+    // Sleep on every channel and every owner's liveness word at once.
+    segment::FutexWord words[2 * kMaxWatched];
+    std::size_t n = 0;
+    for (std::size_t c = 0; c < channel_count; ++c)
+      words[n++] = {reinterpret_cast<std::uint32_t*>(&channels[c]->seq), seqs[c]};
+    bool dead = false;
+    for (std::size_t o = 0; o < seen->owner_count; ++o) {
+      std::uint32_t expected = 0;
+      if (!arm_liveness_word(seen->owners[o], expected)) dead = true;
+      words[n++] = {seen->owners[o], expected};
     }
-    sleeper.sleep(seq, until);
+    if (dead) continue;  // an owner died since: look again
+    int woke = segment::futex_wait_any(words, static_cast<std::uint32_t>(n), until);
+    if (woke == -2) {
+      // No futex_waitv: the first channel alone (deaths are seen at the next look).
+      sleepers[0]->sleep(seqs[0], until);
+      continue;
+    }
+    // The kernel wakes one waiter on a death: pass it on to the others.
+    for (std::size_t o = 0; o < seen->owner_count; ++o)
+      if (woke == static_cast<int>(channel_count + o) ||
+          !liveness_alive(std::atomic_ref<std::uint32_t>(*seen->owners[o]).load()))
+        segment::futex_wake_all(seen->owners[o]);
   }
 }
 

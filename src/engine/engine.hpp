@@ -40,6 +40,15 @@ class Engine {
 
   Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                std::chrono::nanoseconds timeout);
+  // A key and the mod revision last seen of it (0: absent).
+  struct Watched {
+    std::string_view key;
+    std::uint64_t seen_mod_revision;
+  };
+  static constexpr std::size_t kMaxWatched = 4;
+  // Waits until any of the keys (at most kMaxWatched) changes.
+  Result<bool> wait_for_any_change(const Watched* keys, std::size_t count,
+                                   std::chrono::nanoseconds timeout);
   // Where a watcher is in the event history.
   struct EventCursor {
     std::uint64_t next_index = 0;

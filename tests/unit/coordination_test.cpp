@@ -95,6 +95,27 @@ BOOST_FIXTURE_TEST_CASE(try_lock_and_timeout, SegmentFixture) {
   BOOST_TEST(other.fencing_token() > 0u);
 }
 
+// A waiter whose own session ends while it waits (revoked behind its back)
+// returns lease_lost at once, not when its predecessor goes or it times out.
+BOOST_FIXTURE_TEST_CASE(a_waiter_whose_session_ends_gives_up_at_once, SegmentFixture) {
+  auto a = session(*client);
+  auto b = session(*client);
+  Mutex held(*a, "locks/lost");
+  Mutex waiting(*b, "locks/lost");
+  BOOST_REQUIRE(held.lock().ok());
+  std::thread revoker([&] {
+    std::this_thread::sleep_for(100ms);
+    (void)client->leases().revoke(b->lease());
+  });
+  auto started = std::chrono::steady_clock::now();
+  auto locked = waiting.lock(30s);
+  auto took = std::chrono::steady_clock::now() - started;
+  revoker.join();
+  BOOST_TEST(locked.code() == Errc::lease_lost);
+  BOOST_TEST(took < 10s);  // long before the 30 s timeout
+  BOOST_TEST(held.unlock().ok());
+}
+
 BOOST_FIXTURE_TEST_CASE(waiters_are_served_first_come_first_served, SegmentFixture) {
   auto holder_session = session(*client);
   Mutex holder(*holder_session, "locks/fifo");
