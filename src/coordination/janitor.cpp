@@ -52,7 +52,10 @@ class Janitor::Impl {
   Impl(Client& client, JanitorOptions options)
       : engine_(client.impl_->engine), options_(std::move(options)) {}
 
-  void start() { threads_.emplace_back([this] { work(0); }); }
+  void start() {
+    std::lock_guard guard(threads_mutex_);
+    threads_.emplace_back([this] { work(0); });
+  }
 
   void stop() {
     std::lock_guard guard(stop_mutex_);

@@ -215,6 +215,29 @@ BOOST_AUTO_TEST_CASE(help_version_and_usage_errors) {
   expect_usage_error(run({"lease", "frobnicate"}));
 }
 
+// The man page and the completion know every command the binary has.
+BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  std::string man = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.1");
+  std::string completion = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion");
+  BOOST_REQUIRE(!man.empty() && !completion.empty());
+  for (auto command : {"segment create", "segment destroy", "status", "check", "lease grant",
+                       "lease revoke", "lease keep\\-alive", "lease timetolive", "lease list",
+                       "put", "get", "del", "watch", "lock", "elect", "janitor"})
+    BOOST_TEST(man.find(std::string(".B ") + command) != std::string::npos, command);
+  for (auto word : {"segment", "status", "check", "lease", "put", "get", "del", "watch", "lock",
+                    "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
+                    "--listen", "--timeout", "--write-out"})
+    BOOST_TEST(completion.find(word) != std::string::npos, word);
+  std::string syntax = "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
+  BOOST_TEST(std::system(syntax.c_str()) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   Segment s;
   auto missing = s({"status"});

@@ -103,11 +103,10 @@ BOOST_AUTO_TEST_SUITE(janitor)
 // A dead owner's key is released and watchers told, with no operation
 // touching it: the watcher reads events only; the TTL (60 s) never passes.
 BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
-  auto janitor = Janitor::start(*client, quiet());
-  BOOST_REQUIRE(janitor.ok());
   auto watcher = client->watch("owned");
   BOOST_REQUIRE(watcher.ok());
   Flag* flag = shared_flag();
+  // Forked before this process starts threads (the janitor's).
   pid_t owner = zaris::test::fork_child([&] {
     auto own = Client::open(name, options());
     if (!own) return 1;
@@ -117,6 +116,8 @@ BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
     for (;;) ::pause();
   });
   BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  auto janitor = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(janitor.ok());
   ::kill(owner, SIGKILL);
   BOOST_REQUIRE(wait_exit(owner) == 128 + SIGKILL);
   std::optional<zaris::Event> deleted;
@@ -235,8 +236,11 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
   for (; kills < 200 && mid_work < 10; ++kills) {
     std::uint32_t before = f.client->info()->leases_used;
     if (before == 0) break;
+    flag->ready.store(0);
     pid_t janitor = f.janitor_child(flag);
-    std::this_thread::sleep_for(std::chrono::microseconds(200 + random() % 2000));
+    // Once it holds the role it works at once: kill it within its first ms.
+    BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+    std::this_thread::sleep_for(std::chrono::microseconds(random() % 1000));
     ::kill(janitor, SIGKILL);
     int status = wait_exit(janitor);
     BOOST_REQUIRE(status == 128 + SIGKILL);
