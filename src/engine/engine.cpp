@@ -1,6 +1,7 @@
 #include "engine/engine.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -318,6 +319,30 @@ class Sleeper {
 
 constexpr std::int64_t kNever = Engine::kNever;
 
+// How long a waiter spins on its words before it sleeps: about one hand-off
+// of a lock between processes. Only with another CPU to make the change.
+constexpr std::int64_t kSpinNs = 20'000;
+
+// Spins while every word holds its expected value, for at most kSpinNs;
+// true if one changed.
+bool spin_until_changed(const segment::FutexWord* words, std::size_t n) {
+  static const bool other_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
+  if (!other_cpus) return false;
+  const std::int64_t stop = real_now() + kSpinNs;
+  for (;;) {
+    for (int round = 0; round < 64; ++round) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::atomic_ref<std::uint32_t>(*words[i].word).load(std::memory_order_acquire) !=
+            words[i].expected)
+          return true;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (real_now() >= stop) return false;
+  }
+}
+
 std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
   return b > kNever - a ? kNever : a + b;
 }
@@ -403,6 +428,9 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
       words[n++] = {seen->owners[o], expected};
     }
     if (dead) continue;  // an owner died since: look again
+    // A lock changes hands in a few microseconds: spin that long before
+    // paying for a sleep and a wake-up.
+    if (spin_until_changed(words, n)) continue;
     int woke = segment::futex_wait_any(words, static_cast<std::uint32_t>(n), until);
     if (woke == -2) {
       // No futex_waitv: the first channel alone (deaths are seen at the next look).
