@@ -29,10 +29,22 @@ struct Scenario {
   std::string name;
   std::function<void(Client&, zaris::ManualClock&)> setup;
   std::function<void(Client&)> operation;
+  // False where the operation finishes what readers already take as done
+  // (releasing a dead owner's leases): then before == after.
+  bool observable = true;
 };
 
-// What readers can observe, after one settling write that lets lazy reaping run.
+// The segment and client options of the scenario being run, for operations
+// that open clients of their own.
+std::string g_segment;
+zaris::ClientOptions g_options;
+int g_step = 0;  // the crash point armed, for operations that set up first
+
+// What readers can observe, after a read that meets every key (and so
+// releases the leases of dead owners, as a death ends them at once) and one
+// settling write that lets lazy reaping run.
 std::string observe(Client& client) {
+  BOOST_REQUIRE(client.get_prefix("").ok());
   BOOST_REQUIRE(client.put("~settle", "1").ok());
   std::ostringstream out;
   auto all = client.get_prefix("");
@@ -62,6 +74,9 @@ struct Outcomes {
   std::string after;   // ... if it happened whole
 };
 
+bool killed_at(zaris::test::SegmentFixture& f, int step,
+               const std::function<void(Client&)>& action);
+
 Outcomes outcomes(const Scenario& s) {
   Outcomes o;
   {
@@ -69,18 +84,23 @@ Outcomes outcomes(const Scenario& s) {
     o.before = observe(*f->client);
   }
   {
+    // In a child, as every run of it is: a process's end is part of what a
+    // bound lease's operation leaves.
     auto f = prepared(s);
-    s.operation(*f->client);
+    BOOST_REQUIRE(!killed_at(*f, 0, s.operation));
     o.after = observe(*f->client);
   }
-  BOOST_REQUIRE(o.before != o.after);
+  if (s.observable) BOOST_REQUIRE(o.before != o.after);
   return o;
 }
 
-// Runs `action` in a child that SIGKILLs itself at its `step`-th crash point.
-// Returns true if the child died there, false if it finished first.
+// Runs `action` in a child that SIGKILLs itself at its `step`-th crash point
+// (0: never). Returns true if the child died there, false if it finished first.
 bool killed_at(zaris::test::SegmentFixture& f, int step,
                const std::function<void(Client&)>& action) {
+  g_segment = f.name;
+  g_options = f.options();
+  g_step = step;
   pid_t pid = zaris::test::fork_child([&] {
     zaris::ClientOptions options;
     options.clock = f.clock;
@@ -125,7 +145,9 @@ std::string verify_repaired(zaris::test::SegmentFixture& f, const Outcomes& o,
   BOOST_TEST(f.client->info()->recoveries >= 1u, label);
   std::string seen = observe(*f.client);
   BOOST_TEST((seen == o.before || seen == o.after), label << " is neither before nor after:\n"
-                                                          << seen);
+                                                          << seen << "before:\n"
+                                                          << o.before << "after:\n"
+                                                          << o.after);
   BOOST_TEST(f.client->check()->empty(), label);
   return seen;
 }
@@ -203,6 +225,26 @@ LeaseId first_lease(Client& c) {
   return c.leases().list()->front().id;
 }
 
+// Leaves a registration whose process died holding a bound lease with
+// `keys` keys: a child that binds them and exits.
+void dead_owner(Client& c, zaris::ManualClock& clock, int keys) {
+  auto path = c.info()->path;
+  zaris::ClientOptions options;
+  options.clock = std::shared_ptr<const zaris::Clock>(&clock, [](const zaris::Clock*) {});
+  pid_t pid = zaris::test::fork_child([&] {
+    auto own = Client::open(path, options);
+    if (!own) return 1;
+    auto id = own->leases().grant(10s, zaris::GrantOptions::bound());
+    if (!id) return 2;
+    for (int i = 0; i < keys; ++i)
+      if (!own->put("d/" + std::to_string(i), "v", Put::with_lease(*id))) return 3;
+    ::_exit(0);  // no destructor: it dies registered
+  });
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
 std::vector<Scenario> scenarios() {
   return {
       {"grant", [](Client& c, auto&) { some_keys(c); },
@@ -256,6 +298,31 @@ std::vector<Scenario> scenarios() {
          clock.advance(1s);
        },
        [](Client& c) { (void)c.put("a", "reaper"); }},
+      // Registers this client and binds a lease. Whether the process ends
+      // then or dies on the way, the lease ends with it: nothing to see.
+      {"bound grant, registering the client", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.leases().grant(10s, zaris::GrantOptions::bound()); }, false},
+      // A client of its own binds a lease with keys (no crash point armed),
+      // then is closed (armed): deregistration revokes them. A death half-way
+      // ends them all the same, its owner being dead.
+      {"deregistration of a client with bound keys", [](Client& c, auto&) { some_keys(c); },
+       [](Client&) {
+         zaris::segment::crash::arm(0, SIGKILL);
+         auto opened = Client::open(g_segment, g_options);
+         if (!opened) ::_exit(6);
+         auto own = std::make_unique<Client>(std::move(*opened));
+         auto id = own->leases().grant(10s, zaris::GrantOptions::bound());
+         for (const char* k : {"b/1", "b/2", "b/3"})
+           (void)own->put(k, "v", Put::with_lease(*id));
+         zaris::segment::crash::arm(g_step, SIGKILL);
+         own.reset();
+       }},
+      // Meets a dead owner's lease: marks it dying and releases its 40 keys.
+      {"release of a dead owner", [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         dead_owner(c, clock, 40);
+       },
+       [](Client& c) { (void)c.get("d/0"); }, false},
   };
 }
 
