@@ -6,6 +6,7 @@
 // SIGPIPE is ignored, SIGINT and SIGTERM end the waiting commands cleanly.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,14 +211,23 @@ void put_bytes(json& object, const char* name, const std::string& bytes) {
   }
 }
 
+// Flushes standard output; a closed pipe or a full disk is a failure (exit 1).
+void flush_out() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    int error = errno;
+    throw Failure{std::string("cannot write the output: ") + std::strerror(error)};
+  }
+}
+
 void write_raw(const std::string& bytes) {
   std::fwrite(bytes.data(), 1, bytes.size(), stdout);
   std::fputc('\n', stdout);
+  if (std::ferror(stdout)) flush_out();
 }
 
 void print_json(const json& value) {
   write_raw(value.dump());
-  std::fflush(stdout);
+  flush_out();
 }
 
 // Rows under a header, each column as wide as its widest cell.
@@ -300,6 +310,7 @@ class StopSignal {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);  // a closed terminal: stop as for SIGTERM
     sigaddset(&set, SIGUSR2);
     return set;
   }
@@ -461,7 +472,7 @@ int cmd_lease_keep_alive(const Globals& g, const std::string& id_text, bool once
       print_json({{"id", id.to_string()}, {"ttl_ms", ms_of(*ttl)}});
     } else {
       fmt::print("lease {} keepalived with TTL({})\n", id.to_string(), duration_text(*ttl));
-      std::fflush(stdout);
+      flush_out();
     }
     if (once) return 0;
     if (stop->sleep_for(*ttl / 3)) return 0;
@@ -648,7 +659,7 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint6
       } else {
         write_raw("DELETE " + e.kv.key + " " + std::string(zaris::delete_reason_name(e.reason)));
       }
-      std::fflush(stdout);
+      flush_out();
       if (count != 0 && ++seen >= count) return;
     }
   }
@@ -656,31 +667,78 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint6
 
 // ---------------------------------------------------------------- lock, elect
 
+// The command running under a lock, for the session's on_lost.
+std::atomic<pid_t> g_child{0};
+
 // Runs `command` with `env` added; returns its exit status (128 + signal if
-// killed). SIGINT and SIGTERM that reach zarisctl meanwhile are passed on.
+// killed). SIGINT, SIGTERM and SIGHUP that reach zarisctl meanwhile are
+// passed on; if zarisctl dies, the command is killed (PR_SET_PDEATHSIG), so
+// that it never runs without the lock.
 int run_command(const std::vector<std::string>& command,
                 const std::vector<std::pair<std::string, std::string>>& env) {
+  // Built before fork(): the child only execs.
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry = *e;
+    bool replaced = false;
+    for (const auto& [name, value] : env) replaced = replaced || entry.starts_with(name + "=");
+    if (!replaced) environment.push_back(entry);
+  }
+  for (const auto& [name, value] : env) environment.push_back(name + "=" + value);
+  std::vector<char*> envp;
+  for (auto& e : environment) envp.push_back(e.data());
+  envp.push_back(nullptr);
   std::vector<char*> argv;
   for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) throw Failure{std::string("fork: ") + std::strerror(errno)};
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(126);  // zarisctl already died
     sigset_t none;
     sigemptyset(&none);
     pthread_sigmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);
-    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "zarisctl: cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const char* why = std::strerror(errno);
+    (void)!::write(2, "zarisctl: cannot run ", 21);
+    (void)!::write(2, argv[0], std::strlen(argv[0]));
+    (void)!::write(2, ": ", 2);
+    (void)!::write(2, why, std::strlen(why));
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
-  StopSignal forward([pid] { ::kill(pid, SIGTERM); });
+  g_child.store(pid);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  {
+    StopSignal forward([] {
+      if (pid_t child = g_child.load(); child > 0) ::kill(child, SIGTERM);
+    });
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    g_child.store(0);  // reaped: never signal its pid again
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return 128 + WTERMSIG(status);
+}
+
+// Called by the session's keep-alive thread when the lease is lost (expired
+// while zarisctl was stopped, revoked behind its back): whatever the lock or
+// the leadership guarded must stop at once.
+std::atomic<bool> g_lost{false};
+std::atomic<bool> g_armed{false};  // set once the lock or leadership is held
+void on_lost() {
+  if (!g_armed.load()) return;  // still waiting: the wait itself reports it
+  g_lost.store(true);
+  if (pid_t child = g_child.load(); child > 0) {
+    ::kill(child, SIGKILL);
+    return;  // run_command returns; cmd_lock reports the loss
+  }
+  static const char message[] = "zarisctl: the session's lease was lost\n";
+  (void)!::write(2, message, sizeof message - 1);
+  ::_exit(1);
 }
 
 int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_text,
@@ -690,32 +748,38 @@ int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_t
       timeout_text.empty() ? std::chrono::nanoseconds::max() : duration_arg(timeout_text, "--timeout");
   if (name.empty()) throw Usage{"NAME is empty"};
   auto client = open_or_create(g);
-  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, {}}));
+  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, on_lost}));
   zaris::Mutex mutex(*session, name);
   std::atomic<bool> interrupted{false};
+  zaris::Result<void> locked;
   {
     // A stop signal while waiting ends the session: the wait returns at once.
     StopSignal stop([&] {
       interrupted.store(true);
       (void)session->close();
     });
-    auto locked = mutex.lock(timeout);
-    if (interrupted.load()) throw Failure{"interrupted before acquiring " + name};
-    if (!locked && locked.code() == zaris::Errc::timed_out)
-      throw Failure{"lock " + name + " not acquired within " + timeout_text};
-    must(std::move(locked));
+    locked = mutex.lock(timeout);
+  }  // the signal thread has ended: `interrupted` is final
+  if (interrupted.load()) {
+    (void)mutex.unlock();
+    throw Failure{"interrupted before acquiring " + name};
   }
+  if (!locked && locked.code() == zaris::Errc::timed_out)
+    throw Failure{"lock " + name + " not acquired within " + timeout_text};
+  must(std::move(locked));
+  g_armed.store(true);
   const std::string token = std::to_string(mutex.fencing_token());
   int status = 0;
   if (!command.empty()) {
     status = run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
+    if (g_lost.load()) throw Failure{"lock " + name + " was lost while the command ran: killed it"};
   } else {
     if (g.format() == Format::json_lines) {
       print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
     } else {
       write_raw(mutex.key());
       write_raw(token);
-      std::fflush(stdout);
+      flush_out();
     }
     StopSignal stop;
     while (!stop.sleep_for(1h)) {
@@ -732,7 +796,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
   if (name.empty()) throw Usage{"NAME is empty"};
   if (!listen && proposal.empty()) throw Usage{"PROPOSAL is missing (or use --listen)"};
   auto client = open_or_create(g);
-  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, {}}));
+  auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, on_lost}));
   zaris::Election election(*session, name);
   if (listen) {
     auto observer = must(election.observe());
@@ -746,22 +810,27 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
           print_json(o);
         } else {
           write_raw(leader->value);
-          std::fflush(stdout);
+          flush_out();
         }
       }
     }
     return 0;
   }
   std::atomic<bool> interrupted{false};
+  zaris::Result<void> elected;
   {
     StopSignal stop([&] {
       interrupted.store(true);
       (void)session->close();
     });
-    auto elected = election.campaign(proposal);
-    if (interrupted.load()) throw Failure{"interrupted before being elected in " + name};
-    must(std::move(elected));
+    elected = election.campaign(proposal);
+  }  // the signal thread has ended: `interrupted` is final
+  if (interrupted.load()) {
+    (void)election.resign();
+    throw Failure{"interrupted before being elected in " + name};
   }
+  must(std::move(elected));
+  g_armed.store(true);
   if (g.format() == Format::json_lines) {
     json o = json::object();
     put_bytes(o, "proposal", proposal);
@@ -784,12 +853,18 @@ void cmd_janitor(const Globals& g) {
   auto client = open_segment(g);
   auto janitor = must(zaris::Janitor::start(client));
   sigset_t set = StopSignal::stop_set();
-  int signal = 0;
-  do {
-    sigwait(&set, &signal);
-  } while (signal == SIGUSR2);
-  janitor->stop();
-  std::fprintf(stderr, "zaris-janitor: stopped by %s\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  timespec second{1, 0};
+  for (;;) {
+    int signal = sigtimedwait(&set, nullptr, &second);
+    if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) {
+      janitor->stop();
+      std::fprintf(stderr, "zaris-janitor: stopped by %s\n",
+                   signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
+      return;
+    }
+    // It stops by itself only when it lost the role (its log says why).
+    if (!janitor->running()) throw Failure{"the janitor stopped"};
+  }
 }
 
 }  // namespace
@@ -942,7 +1017,6 @@ int main(int argc, char** argv) {
     int code = app.exit(e);  // prints help, version, or the error with a hint
     return code == 0 ? 0 : 2;
   } catch (const Usage& usage) {
-    std::fflush(stdout);
     std::fprintf(stderr, "zarisctl: %s\nRun with --help for more information.\n",
                  usage.message.c_str());
     return 2;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <limits>
@@ -35,6 +36,8 @@ constexpr std::uint32_t kReapLeaseBudget = 8;
 constexpr std::uint32_t kReapKeyBudget = 64;
 // Keys removed per transaction when a lease ends or a prefix is deleted.
 constexpr std::uint32_t kKeysPerTx = 32;
+// Keys a janitor round (or a registration that finds the table full) releases.
+constexpr std::uint32_t kJanitorKeyBudget = 1024;
 
 // Channels an operation changed: bumped as it goes, woken after it unlocks.
 struct Wakeups {
@@ -372,6 +375,17 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     if (std::find(channels, channels + channel_count, c) == channels + channel_count)
       channels[channel_count++] = c;
   }
+  // Never our own registration's word: the kernel wakes one waiter on a
+  // death, and a thread of the dying process must not be the one.
+  std::uint32_t own = kNone;
+  std::uint32_t own_generation = 0;
+  {
+    std::lock_guard guard(registration_mutex_);
+    if (liveness_ && reg_pid_ == segment::self_pid()) {
+      own = reg_slot_;
+      own_generation = reg_generation_;
+    }
+  }
   struct Seen {
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
@@ -405,7 +419,8 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
         if (d < kDeadlineStates)
           out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
-        if ((l.flags & segment::kLeaseBound) != 0)
+        if ((l.flags & segment::kLeaseBound) != 0 &&
+            !(l.owner == own && l.owner_generation == own_generation))
           out.owners[out.owner_count++] =
               reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
       }
@@ -945,7 +960,8 @@ Result<SegmentInfo> Engine::info() {
     info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
     info.capacities.max_processes = layout_.caps.max_processes;
     info.revision = st.revision;
-    info.processes = st.process_count - st.dying_processes;
+    for (std::uint32_t i = 0; i < layout_.caps.max_processes; ++i)
+      if (store_.process_alive(store_.process(i))) ++info.processes;
     if (st.janitor_slot != kNone) {
       ProcessSlot& p = store_.process(st.janitor_slot);
       if (p.generation == st.janitor_generation && store_.process_alive(p))
@@ -983,7 +999,6 @@ namespace {
 
 // Budgets of one janitor transaction round.
 constexpr std::uint32_t kJanitorLeaseBudget = 256;
-constexpr std::uint32_t kJanitorKeyBudget = 1024;
 // Heap entries due within this much are refreshed from their leases' real
 // deadlines, so that kept-alive leases wake the janitor once per horizon at most.
 constexpr std::int64_t kRefreshHorizonNs = 1'000'000'000;
@@ -996,8 +1011,9 @@ Engine::~Engine() {
 }
 
 void Engine::epilogue(Tx& tx) {
-  if (std::uint32_t dead = store_.take_noticed(); dead != kNone) {
-    mark_dying(tx, dead);
+  Store::Noticed dead = store_.take_noticed();
+  if (dead.count > 0) {
+    for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
     std::uint32_t keys = kReapKeyBudget;
     release_dying(tx, keys);
   }
@@ -1005,11 +1021,18 @@ void Engine::epilogue(Tx& tx) {
   // the heap's top is now earlier (a grant, a revoke or a death left work for
   // it). Every operation until it looks again bumps: a waker that dies before
   // its wake-up cannot leave it asleep.
-  segment::Channel& janitor = channels_->janitor;
   const StoreState& st = store_.state();
-  if (st.heap_size > 0 &&
-      store_.heap(0).deadline_ns < channels_->janitor_wake_at.load(std::memory_order_relaxed))
-    bump(janitor, t_wakeups.janitor);
+  const std::uint64_t wake_at = channels_->janitor_wake_at.load(std::memory_order_relaxed);
+  if (wake_at == 0 || st.heap_size == 0 || store_.heap(0).deadline_ns >= wake_at) return;
+  if (st.janitor_slot == kNone || st.janitor_slot >= layout_.caps.max_processes ||
+      store_.process(st.janitor_slot).generation != st.janitor_generation ||
+      !store_.process_alive(store_.process(st.janitor_slot))) {
+    // A janitor killed while it slept: nobody to wake (its sleeper count
+    // stays behind); stop looking until the next one publishes.
+    channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+    return;
+  }
+  bump(channels_->janitor, t_wakeups.janitor);
 }
 
 void Engine::mark_dying(Tx& tx, std::uint32_t process) {
@@ -1062,40 +1085,66 @@ Result<std::uint32_t> Engine::register_locked() {
   return locked<std::uint32_t>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<std::uint32_t> {
     StoreState& st = store_.state();
     const std::uint32_t capacity = layout_.caps.max_processes;
-    std::uint32_t chosen = kNone;
-    for (std::uint32_t i = 0; i < capacity && chosen == kNone; ++i)
-      if (store_.process(i).state == segment::kProcessFree) chosen = i;
-    for (std::uint32_t i = 0; i < capacity && chosen == kNone; ++i) {
-      // A registration that died holding no lease: nothing to release.
-      ProcessSlot& p = store_.process(i);
-      if (p.state == segment::kProcessLive && !store_.process_alive(p) && p.lease_count == 0) {
-        tx.set(st.process_count, st.process_count - 1);
-        if (st.janitor_slot == i) {
-          tx.set(st.janitor_slot, kNone);
-          channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
-        }
-        chosen = i;
+    // Takes the liveness mutex of a slot; false if it cannot be taken (held by
+    // a peer that broke the rules, or unrecoverable): that slot is skipped.
+    auto take = [&](ProcessSlot& p) {
+      int rc = pthread_mutex_trylock(&p.alive);
+      if (rc == EOWNERDEAD) {
+        pthread_mutex_consistent(&p.alive);
+        rc = 0;
       }
+      return rc == 0;
+    };
+    // A free slot, else one whose registration died holding no lease.
+    bool reclaimed = false;
+    auto find = [&]() -> std::uint32_t {
+      for (std::uint32_t i = 0; i < capacity; ++i) {
+        ProcessSlot& p = store_.process(i);
+        if (p.state == segment::kProcessFree && p.lease_head == kNone && p.lease_count == 0 &&
+            take(p))
+          return i;
+      }
+      for (std::uint32_t i = 0; i < capacity; ++i) {
+        ProcessSlot& p = store_.process(i);
+        if (p.state == segment::kProcessLive && !store_.process_alive(p) && p.lease_count == 0 &&
+            p.lease_head == kNone && take(p)) {
+          reclaimed = true;
+          return i;
+        }
+      }
+      return kNone;
+    };
+    std::uint32_t chosen = find();
+    if (chosen == kNone) {
+      // Full of registrations: release the dead ones that still hold leases.
+      for (std::uint32_t i = 0; i < capacity; ++i) {
+        ProcessSlot& p = store_.process(i);
+        if (p.state == segment::kProcessLive && !store_.process_alive(p)) mark_dying(tx, i);
+      }
+      std::uint32_t keys = kJanitorKeyBudget;
+      release_dying(tx, keys);
+      chosen = find();
     }
     if (chosen == kNone)
       return Error{Errc::no_space, "process table is full (" + std::to_string(capacity) +
                                        " registrations with bound leases)"};
     ProcessSlot& p = store_.process(chosen);
-    if (p.lease_head != kNone || p.lease_count != 0) abort_corrupt("a free registration has leases");
-    // The generation first: a lease of an earlier registration never matches.
-    tx.set(p.generation, p.generation + 1);
-    tx.set(p.state, segment::kProcessLive);
-    tx.set(p.pid, static_cast<std::uint32_t>(segment::self_pid()));
-    tx.set(p.start_time, segment::self_start_time());
-    tx.set(p.flags, 0u);
-    tx.set(st.process_count, st.process_count + 1);
-    // Last: nothing may abort once this thread holds the liveness mutex.
-    int rc = pthread_mutex_trylock(&p.alive);
-    if (rc == EOWNERDEAD) {
-      pthread_mutex_consistent(&p.alive);
-      rc = 0;
+    try {
+      if (reclaimed && st.janitor_slot == chosen) {
+        tx.set(st.janitor_slot, kNone);
+        channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+      }
+      // The generation first: a lease of an earlier registration never matches.
+      tx.set(p.generation, p.generation + 1);
+      tx.set(p.state, segment::kProcessLive);
+      tx.set(p.pid, static_cast<std::uint32_t>(segment::self_pid()));
+      tx.set(p.start_time, segment::self_start_time());
+      tx.set(p.flags, 0u);
+      if (!reclaimed) tx.set(st.process_count, st.process_count + 1);
+    } catch (...) {
+      pthread_mutex_unlock(&p.alive);  // rolled back: the slot stays as it was
+      throw;
     }
-    if (rc != 0) abort_corrupt("the liveness mutex of a free registration is held");
     bump(channels_->registry, t_wakeups.registry);
     return chosen;
   });
@@ -1113,6 +1162,9 @@ void Engine::deregister_locked() {
     while (p.lease_head != kNone) {
       if (++steps > layout_.caps.max_leases) abort_corrupt("owner lease list has a cycle");
       std::uint32_t slot = p.lease_head;
+      const LeaseSlot& l = store_.lease(slot);
+      if ((l.flags & segment::kLeaseBound) == 0 || l.owner != reg_slot_)
+        abort_corrupt("owner lease list holds another's lease");
       revoke_slot(tx, slot, now);  // or it ended otherwise: reaped all the same
       std::uint32_t unlimited = ~std::uint32_t{0};
       reap_lease(tx, slot, unlimited);
@@ -1132,18 +1184,29 @@ void Engine::deregister_locked() {
   });
 }
 
-void Engine::liveness_main(std::uint32_t* slot_out, Result<void>* result,
-                           std::atomic<int>* done) {
+struct Engine::Started {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool done = false;
+  std::uint32_t slot = kNone;
+  Result<void> result{Error{Errc::io_error, "liveness thread did not start"}};
+};
+
+void Engine::liveness_main(std::shared_ptr<Started> started) {
   auto registered = register_locked();
-  if (registered) {
-    *slot_out = *registered;
-    *result = Result<void>{};
-  } else {
-    *result = std::move(registered).error();
+  const bool ok = registered.ok();
+  {
+    std::lock_guard guard(started->mutex);
+    if (ok) {
+      started->slot = *registered;
+      started->result = Result<void>{};
+    } else {
+      started->result = std::move(registered).error();
+    }
+    started->done = true;
+    started->changed.notify_all();
   }
-  bool ok = registered.ok();
-  done->store(1, std::memory_order_release);
-  done->notify_all();
+  started.reset();
   if (!ok) return;
   // Holds the liveness mutex (this thread's robust list) until told to stop.
   while (liveness_stop_.load(std::memory_order_acquire) == 0) liveness_stop_.wait(0);
@@ -1159,30 +1222,30 @@ Result<void> Engine::ensure_registered() {
     (void)liveness_.release();  // the thread does not exist here; never join it
     reg_slot_ = kNone;
   }
-  std::uint32_t slot = kNone;
-  Result<void> result{Error{Errc::io_error, "liveness thread did not start"}};
-  std::atomic<int> done{0};
+  auto started = std::make_shared<Started>();
   liveness_stop_.store(0);
   // The thread takes no signal meant for the process.
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   try {
-    liveness_ = std::make_unique<std::thread>(
-        [this, &slot, &result, &done] { liveness_main(&slot, &result, &done); });
+    liveness_ = std::make_unique<std::thread>([this, started] { liveness_main(started); });
   } catch (...) {
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     return Error{Errc::io_error, "cannot start the liveness thread"};
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  while (done.load(std::memory_order_acquire) == 0) done.wait(0);
-  if (!result) {
+  std::unique_lock lock(started->mutex);
+  started->changed.wait(lock, [&] { return started->done; });
+  if (!started->result) {
+    Result<void> failed = std::move(started->result);
+    lock.unlock();
     liveness_->join();
     liveness_.reset();
-    return result;
+    return failed;
   }
-  reg_slot_ = slot;
-  reg_generation_ = store_.process(slot).generation;  // written by its claim, committed
+  reg_slot_ = started->slot;
+  reg_generation_ = store_.process(reg_slot_).generation;  // written by its claim, committed
   reg_pid_ = self;
   return {};
 }
@@ -1212,6 +1275,8 @@ Result<void> Engine::claim_janitor() {
   }
   return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<void> {
     StoreState& st = store_.state();
+    if (st.janitor_slot == mine && st.janitor_generation == generation)
+      return Error{Errc::already_exists, "this client already runs the segment's janitor"};
     if (st.janitor_slot != kNone && st.janitor_slot != mine) {
       ProcessSlot& other = store_.process(st.janitor_slot);
       if (other.generation == st.janitor_generation && store_.process_alive(other))
@@ -1327,8 +1392,10 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
     channels_->janitor_wake_at.store(next, std::memory_order_relaxed);
     if (next < static_cast<std::uint64_t>(kNever))
       pass.next_deadline = real_deadline(static_cast<std::int64_t>(next), now);
-    // An injected clock moves without any futex seeing it: look every slice.
-    if (clock_) pass.next_deadline = std::min(pass.next_deadline, liveness_deadline());
+    // At least every liveness slice, as every sleeper: a waker killed between
+    // its change and its wake-up cannot strand it, and an injected clock
+    // moves without any futex seeing it.
+    pass.next_deadline = std::min(pass.next_deadline, liveness_deadline());
     return pass;
   });
 }

@@ -138,7 +138,8 @@ class Engine {
   // the next expiry came earlier than it planned.
   void epilogue(Tx& tx);
   // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
-  void liveness_main(std::uint32_t* slot_out, Result<void>* result, std::atomic<int>* done);
+  struct Started;  // the liveness thread's report of its registration
+  void liveness_main(std::shared_ptr<Started> started);
   Result<std::uint32_t> register_locked();
   void deregister_locked();
   void stop_liveness();

@@ -33,16 +33,26 @@ LeaseSlot& Store::lease(std::uint32_t slot) const {
 bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
   for (;;) {
-    if (d >= kDeadlineStates) return false;
+    if (d >= kDeadlineStates) {
+      // Sealed OWNER_DIED elsewhere (a keep-alive, or this operation) while
+      // its registration is not yet released: release it.
+      if (d == kDeadlineOwnerDied && (l.flags & segment::kLeaseBound) != 0 &&
+          l.owner < layout_->caps.max_processes &&
+          processes_[l.owner].state == segment::kProcessLive)
+        notice_dead(l.owner);
+      return false;
+    }
     std::uint64_t seal = kDeadlineDead;
     if (d > static_cast<std::uint64_t>(now)) {
       if (owner_alive(l)) return true;
       // Its owner died: the lease ends now, and the registration is released.
       seal = kDeadlineOwnerDied;
-      noticed_dead_ = l.owner;
     }
     // Ended: seal it, so a late keep-alive cannot bring it back.
-    if (l.deadline_ns.compare_exchange_weak(d, seal, std::memory_order_acq_rel)) return false;
+    if (l.deadline_ns.compare_exchange_weak(d, seal, std::memory_order_acq_rel)) {
+      if (seal == kDeadlineOwnerDied) notice_dead(l.owner);
+      return false;
+    }
   }
 }
 
@@ -88,10 +98,10 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::
   std::uint64_t deadline = static_cast<std::uint64_t>(now) + ttl_ns;
   tx.set_atomic(l.ttl_ns, ttl_ns);
   tx.set(l.end_revision, std::uint64_t{0});
+  tx.set(l.owner, owner);  // before the flag that makes it read
   tx.set(l.flags, owner != kNone ? segment::kLeaseBound : 0u);
   tx.set(l.key_head, kNone);
   tx.set(l.key_count, 0u);
-  tx.set(l.owner, owner);
   tx.set(l.owner_prev, kNone);
   tx.set(l.next, kNone);
   if (owner != kNone) {

@@ -42,10 +42,24 @@ bool Store::process_alive(const ProcessSlot& p) const noexcept {
   return liveness_alive(liveness_word(const_cast<ProcessSlot&>(p)).load(std::memory_order_acquire));
 }
 
-bool Store::owner_alive(const LeaseSlot& l) const {
-  if ((l.flags & segment::kLeaseBound) == 0) return true;
-  const ProcessSlot& p = process(l.owner);
-  return p.generation == l.owner_generation && process_alive(p);
+bool Store::owner_alive(const LeaseSlot& l) const noexcept {
+  auto& lease = const_cast<LeaseSlot&>(l);
+  if ((std::atomic_ref<std::uint32_t>(lease.flags).load(std::memory_order_acquire) &
+       segment::kLeaseBound) == 0)
+    return true;
+  const std::uint32_t owner = std::atomic_ref<std::uint32_t>(lease.owner).load();
+  const std::uint32_t generation = std::atomic_ref<std::uint32_t>(lease.owner_generation).load();
+  // Out of range: a slot being granted or freed under us, or corruption;
+  // the caller's CAS (or check()) decides.
+  if (owner >= layout_->caps.max_processes) return true;
+  const ProcessSlot& p = processes_[owner];
+  return p.generation == generation && process_alive(p);
+}
+
+void Store::notice_dead(std::uint32_t process) const noexcept {
+  for (std::uint32_t i = 0; i < noticed_.count; ++i)
+    if (noticed_.slots[i] == process) return;
+  if (noticed_.count < kNoticed) noticed_.slots[noticed_.count++] = process;
 }
 
 }  // namespace zaris::engine

@@ -64,14 +64,21 @@ class Store {
   ProcessSlot& process(std::uint32_t slot) const;
   // Whether the registration in `p` is live and its liveness thread has not died.
   bool process_alive(const ProcessSlot& p) const noexcept;
-  // Whether a bound lease's owner lives (true for an unbound lease).
-  bool owner_alive(const LeaseSlot& lease) const;
-  // A registration found dead by lease_live() since the last take_noticed():
-  // the engine marks it dying. kNone if none.
-  std::uint32_t take_noticed() const noexcept {
-    std::uint32_t s = noticed_dead_;
-    noticed_dead_ = kNone;
-    return s;
+  // Whether a bound lease's owner lives (true for an unbound lease). Never
+  // throws, and reads the owner fields once: keep_alive calls it without the
+  // lock, where they may be changing (the {id, deadline} CAS decides then).
+  bool owner_alive(const LeaseSlot& lease) const noexcept;
+  // Registrations found dead by lease_live() since the last take_noticed()
+  // (up to kNoticed): the engine marks them dying.
+  static constexpr std::uint32_t kNoticed = 8;
+  struct Noticed {
+    std::uint32_t slots[kNoticed];
+    std::uint32_t count = 0;
+  };
+  Noticed take_noticed() const noexcept {
+    Noticed out = noticed_;
+    noticed_.count = 0;
+    return out;
   }
 
   // The expiry heap.
@@ -134,7 +141,8 @@ class Store {
   ProcessSlot* processes_;
   std::uint64_t slot_mask_;
   std::uint64_t hash_seed_;
-  mutable std::uint32_t noticed_dead_ = kNone;
+  void notice_dead(std::uint32_t process) const noexcept;
+  mutable Noticed noticed_;
 };
 
 // The futex word of a registration's liveness mutex (glibc's `__lock`).

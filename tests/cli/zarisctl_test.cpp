@@ -443,8 +443,9 @@ BOOST_AUTO_TEST_CASE(watch_prints_events) {
   BOOST_REQUIRE(s({"put", "w/a", "1"}).status == 0);
   auto lease = lease_of_grant(s({"lease", "grant", "60"}));
   {
-    Process watch(s.with({"watch", "w/", "--prefix", "--count", "3"}));
-    std::this_thread::sleep_for(200ms);  // it starts from what comes next
+    // From the next revision on, whenever the watch gets going.
+    int next = json::parse(s({"status", "-w", "json"}).out)["revision"].get<int>() + 1;
+    Process watch(s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
     BOOST_REQUIRE(s({"put", "w/b", "2", "--lease", lease}).status == 0);
     BOOST_REQUIRE(s({"del", "w/a"}).status == 0);
     BOOST_REQUIRE(s({"lease", "revoke", lease}).status == 0);
@@ -538,6 +539,31 @@ BOOST_AUTO_TEST_CASE(lock_hold_timeout_and_release) {
   ::kill(first.pid(), SIGTERM);
   BOOST_TEST(first.finish().status == 0);
   BOOST_TEST(s({"get", "res/", "--prefix"}).out.empty());
+}
+
+// The command never runs without the lock: if zarisctl is killed, so is it.
+BOOST_AUTO_TEST_CASE(lock_command_dies_with_zarisctl) {
+  Segment s;
+  char dir_template[] = "/tmp/zaris-cli-pdeath-XXXXXX";
+  std::string dir = ::mkdtemp(dir_template);
+  Process lock(s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
+  pid_t command = 0;
+  auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (command == 0 && std::chrono::steady_clock::now() < give_up) {
+    std::ifstream in(dir + "/pid");
+    in >> command;
+    std::this_thread::sleep_for(10ms);
+  }
+  BOOST_REQUIRE(command > 0);
+  ::kill(lock.pid(), SIGKILL);
+  lock.finish();
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = ::kill(command, 0) != 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  BOOST_TEST(gone, "the command outlived zarisctl");
+  std::filesystem::remove_all(dir);
 }
 
 // With a janitor running, a holder killed with SIGKILL lets the next one in
@@ -644,6 +670,16 @@ BOOST_AUTO_TEST_CASE(corrupt_truncated_and_forbidden_segments) {
     BOOST_TEST(o.err.find("zarisctl: ") == 0u);
     BOOST_TEST(o.signal == 0);
   }
+  // A header that is not a zaris segment's.
+  Segment header;
+  BOOST_REQUIRE(header({"put", "k", "v"}).status == 0);
+  {
+    std::fstream f("/dev/shm/" + header.name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(0);
+    f.write("NOTZARIS", 8);
+  }
+  for (auto args : std::vector<std::vector<std::string>>{{"status"}, {"get", "k"}, {"check"}})
+    expect_failure(header(args), "");
   // A real segment with a corrupted inside: a key index entry pointing nowhere.
   Segment corrupt;
   BOOST_REQUIRE(corrupt({"put", "k", "v"}).status == 0);

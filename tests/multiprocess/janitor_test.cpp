@@ -135,6 +135,47 @@ BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
   require_consistent();
 }
 
+// On the real clock: the janitor wakes from the kernel's notice of the death
+// (not from its one-second look) and releases at once; a watcher, which
+// meets no lease, hears of it from the janitor.
+BOOST_AUTO_TEST_CASE(wakes_at_a_death_on_the_real_clock) {
+  const std::string name = zaris::test::unique_segment_name("janitorwake");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  Flag* flag = shared_flag();
+  pid_t owner = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    auto lease = own->leases().grant(60s, GrantOptions::bound());
+    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
+    flag->ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  auto watcher = client->watch("owned", zaris::WatchOptions{false, 1});
+  BOOST_REQUIRE(watcher.ok());
+  BOOST_REQUIRE(watcher->poll()->size() == 1u);  // the PUT
+  {
+    auto janitor = Janitor::start(*client, quiet());
+    BOOST_REQUIRE(janitor.ok());
+    std::this_thread::sleep_for(300ms);  // asleep, its last look 300 ms ago
+    auto killed = std::chrono::steady_clock::now();
+    ::kill(owner, SIGKILL);
+    auto events = watcher->wait(5s);
+    auto took = std::chrono::steady_clock::now() - killed;
+    BOOST_REQUIRE(events.ok());
+    BOOST_REQUIRE(events->size() == 1u);
+    BOOST_TEST((*events)[0].reason == DeleteReason::owner_died);
+    BOOST_TEST_MESSAGE("released "
+                       << std::chrono::duration_cast<std::chrono::microseconds>(took).count()
+                       << " us after the kill");
+    BOOST_TEST(took < 400ms);  // its one-second look would come 700 ms after the kill
+  }
+  wait_exit(owner);
+  client = Client::open(name);
+  (void)Client::destroy(name);
+}
+
 // Without a janitor, the same death is released by whoever meets the lease;
 // a watcher alone, which meets no lease, hears of it only then.
 BOOST_FIXTURE_TEST_CASE(without_it_the_first_operation_releases, SharedClockFixture) {
