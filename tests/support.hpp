@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -73,6 +74,21 @@ class SharedClock final : public Clock {
  private:
   std::atomic<std::int64_t>* now_;
 };
+
+// An object of type T in memory shared with forked children (never unmapped).
+template <typename T>
+T* shared_object() {
+  void* map = ::mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) throw std::bad_alloc();
+  return new (map) T{};
+}
+
+// Reaps a child: its exit status, or 128 + the signal that killed it.
+inline int wait_exit(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 inline SegmentOptions small_segment() {
   SegmentOptions options;

@@ -596,13 +596,19 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
 }
 
 void Engine::reap_due(Tx& tx, std::int64_t now) {
-  StoreState& st = store_.state();
   std::uint32_t leases = kReapLeaseBudget;
   std::uint32_t keys = kReapKeyBudget;
-  if (st.dying_processes > 0 && !release_dying(tx, keys)) return;
+  if (store_.state().dying_processes > 0 && !release_dying(tx, keys)) return;
+  reap_expired(tx, now, leases, keys);
+}
+
+std::uint32_t Engine::reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases,
+                                   std::uint32_t& keys) {
+  StoreState& st = store_.state();
+  std::uint32_t reaped = 0;
   while (leases > 0 && keys > 0 && st.heap_size > 0) {
     HeapEntry top = store_.heap(0);
-    if (top.deadline_ns > static_cast<std::uint64_t>(now)) return;
+    if (top.deadline_ns > static_cast<std::uint64_t>(now)) break;
     --leases;
     LeaseSlot& l = store_.lease(top.slot);
     // One reading decides: a keep-alive may move the deadline on, or a
@@ -617,8 +623,10 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
       tx.commit();
       continue;
     }
-    if (!reap_lease(tx, top.slot, keys)) return;
+    if (!reap_lease(tx, top.slot, keys)) break;
+    ++reaped;
   }
+  return reaped;
 }
 
 bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget) {
@@ -1343,23 +1351,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
     }
     // Expiries: every lease due now.
     std::uint32_t leases = kJanitorLeaseBudget;
-    while (st.heap_size > 0 && leases > 0 && keys > 0) {
-      HeapEntry top = store_.heap(0);
-      if (top.deadline_ns > static_cast<std::uint64_t>(now)) break;
-      --leases;
-      LeaseSlot& l = store_.lease(top.slot);
-      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-      while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
-             !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
-      }
-      if (d < kDeadlineStates && d > static_cast<std::uint64_t>(now)) {
-        store_.heap_update(tx, 0, d);
-        tx.commit();
-        continue;
-      }
-      if (!reap_lease(tx, top.slot, keys)) break;
-      ++pass.reaped_leases;
-    }
+    pass.reaped_leases = reap_expired(tx, now, leases, keys);
     if (leases == 0 || keys == 0) {
       pass.more = true;
       return pass;

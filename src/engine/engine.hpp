@@ -105,6 +105,10 @@ class Engine {
   void finish_intent(Tx& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
   void reap_due(Tx& tx, std::int64_t now);
+  // Reaps ended leases from the heap's top while the budgets last (counting
+  // them down); returns how many it freed.
+  std::uint32_t reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases,
+                             std::uint32_t& keys);
   // Reaps keys of the DEAD lease in `slot` while `key_budget` lasts (counting
   // it down), freeing the lease when none remain; commits each batch.
   // Returns true when the lease is gone.

@@ -29,17 +29,10 @@ struct Flag {
 };
 
 Flag* shared_flag() {
-  void* map =
-      ::mmap(nullptr, sizeof(Flag), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  return new (map) Flag{};
+  return zaris::test::shared_object<Flag>();
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using zaris::test::wait_exit;
 
 template <typename Condition>
 bool eventually(Condition&& condition, std::chrono::milliseconds limit = 10s) {
@@ -49,6 +42,21 @@ bool eventually(Condition&& condition, std::chrono::milliseconds limit = 10s) {
     std::this_thread::sleep_for(1ms);
   }
   return true;
+}
+
+// A child that holds key "owned" under a lease bound to it (TTL 60 s) and
+// waits to be killed; returns once the key is there.
+pid_t bound_owner(const std::string& name, const zaris::ClientOptions& options, Flag* flag) {
+  pid_t pid = zaris::test::fork_child([&] {
+    auto own = Client::open(name, options);
+    if (!own) return 1;
+    auto lease = own->leases().grant(60s, GrantOptions::bound());
+    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
+    flag->ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  return pid;
 }
 
 // A segment on a clock shared with forked children.
@@ -107,15 +115,7 @@ BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
   BOOST_REQUIRE(watcher.ok());
   Flag* flag = shared_flag();
   // Forked before this process starts threads (the janitor's).
-  pid_t owner = zaris::test::fork_child([&] {
-    auto own = Client::open(name, options());
-    if (!own) return 1;
-    auto lease = own->leases().grant(60s, GrantOptions::bound());
-    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
-    flag->ready.store(1);
-    for (;;) ::pause();
-  });
-  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  pid_t owner = bound_owner(name, options(), flag);
   auto janitor = Janitor::start(*client, quiet());
   BOOST_REQUIRE(janitor.ok());
   ::kill(owner, SIGKILL);
@@ -143,15 +143,7 @@ BOOST_AUTO_TEST_CASE(wakes_at_a_death_on_the_real_clock) {
   auto client = Client::create(name, zaris::test::small_segment());
   BOOST_REQUIRE(client.ok());
   Flag* flag = shared_flag();
-  pid_t owner = zaris::test::fork_child([&] {
-    auto own = Client::open(name);
-    if (!own) return 1;
-    auto lease = own->leases().grant(60s, GrantOptions::bound());
-    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
-    flag->ready.store(1);
-    for (;;) ::pause();
-  });
-  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  pid_t owner = bound_owner(name, zaris::ClientOptions{}, flag);
   auto watcher = client->watch("owned", zaris::WatchOptions{false, 1});
   BOOST_REQUIRE(watcher.ok());
   BOOST_REQUIRE(watcher->poll()->size() == 1u);  // the PUT
@@ -182,15 +174,7 @@ BOOST_FIXTURE_TEST_CASE(without_it_the_first_operation_releases, SharedClockFixt
   auto watcher = client->watch("owned");
   BOOST_REQUIRE(watcher.ok());
   Flag* flag = shared_flag();
-  pid_t owner = zaris::test::fork_child([&] {
-    auto own = Client::open(name, options());
-    if (!own) return 1;
-    auto lease = own->leases().grant(60s, GrantOptions::bound());
-    if (!lease || !own->put("owned", "v", Put::with_lease(*lease))) return 2;
-    flag->ready.store(1);
-    for (;;) ::pause();
-  });
-  BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
+  pid_t owner = bound_owner(name, options(), flag);
   ::kill(owner, SIGKILL);
   BOOST_REQUIRE(wait_exit(owner) == 128 + SIGKILL);
   auto before = watcher->poll();

@@ -39,17 +39,10 @@ struct Shared {
 };
 
 Shared* shared_memory() {
-  void* map =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  return new (map) Shared{};
+  return zaris::test::shared_object<Shared>();
 }
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using zaris::test::wait_exit;
 
 bool wait_ready(Shared* shared, int value = 1) {
   auto give_up = std::chrono::steady_clock::now() + 30s;

@@ -16,11 +16,7 @@ using zaris::test::SegmentFixture;
 
 namespace {
 
-int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+using zaris::test::wait_exit;
 
 }  // namespace
 
