@@ -256,6 +256,16 @@ void Engine::bump(segment::Channel& channel, bool& noted) {
   noted = true;
 }
 
+void Engine::wake_janitor_now(segment::Channel& channel) {
+  // The janitor's channels are woken before the lock is released, not after:
+  // a waker killed in between would leave it asleep (it has no periodic look
+  // on the real clock), while a waker killed holding the lock is repaired by
+  // the next locker, whose repair wakes every channel. They change rarely.
+  if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  segment::futex_wake_all(channel.seq);
+}
+
 void Engine::note_key(std::string_view key) {
   std::uint32_t channel = store_.hash32(key) % segment::kKeyChannels;
   bool noted = false;
@@ -1040,7 +1050,7 @@ void Engine::epilogue(Tx& tx) {
     channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
     return;
   }
-  bump(channels_->janitor, t_wakeups.janitor);
+  wake_janitor_now(channels_->janitor);
 }
 
 void Engine::mark_dying(Tx& tx, std::uint32_t process) {
@@ -1052,7 +1062,7 @@ void Engine::mark_dying(Tx& tx, std::uint32_t process) {
   tx.commit();
   // The kernel woke one waiter on the death, perhaps not all: wake them all.
   segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
-  bump(channels_->registry, t_wakeups.registry);
+  wake_janitor_now(channels_->registry);
 }
 
 bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* released) {
@@ -1083,7 +1093,7 @@ bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* rel
     }
     tx.commit();
     if (released != nullptr) ++*released;
-    bump(channels_->registry, t_wakeups.registry);
+    wake_janitor_now(channels_->registry);
   }
   if (st.dying_processes > 0) abort_corrupt("dying process count");
   return true;
@@ -1153,7 +1163,7 @@ Result<std::uint32_t> Engine::register_locked() {
       pthread_mutex_unlock(&p.alive);  // rolled back: the slot stays as it was
       throw;
     }
-    bump(channels_->registry, t_wakeups.registry);
+    wake_janitor_now(channels_->registry);
     return chosen;
   });
 }
@@ -1187,7 +1197,7 @@ void Engine::deregister_locked() {
     // After the commit: a death before it leaves a dead registration; after
     // it, a free slot whose mutex the next claimer finds OWNER_DIED.
     pthread_mutex_unlock(&p.alive);
-    bump(channels_->registry, t_wakeups.registry);
+    wake_janitor_now(channels_->registry);
     return {};
   });
 }
@@ -1384,10 +1394,10 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
     channels_->janitor_wake_at.store(next, std::memory_order_relaxed);
     if (next < static_cast<std::uint64_t>(kNever))
       pass.next_deadline = real_deadline(static_cast<std::int64_t>(next), now);
-    // At least every liveness slice, as every sleeper: a waker killed between
-    // its change and its wake-up cannot strand it, and an injected clock
-    // moves without any futex seeing it.
-    pass.next_deadline = std::min(pass.next_deadline, liveness_deadline());
+    // An injected clock moves without any futex seeing it: look every slice.
+    // On the real clock no periodic look is needed: its channels are woken
+    // under the lock (wake_janitor_now).
+    if (clock_) pass.next_deadline = std::min(pass.next_deadline, liveness_deadline());
     return pass;
   });
 }

@@ -125,6 +125,8 @@ class Engine {
   void note_key(std::string_view key);
   void note_all();
   void bump(segment::Channel& channel, bool& noted);
+  // Bumps and wakes one of the janitor's channels at once, under the lock.
+  void wake_janitor_now(segment::Channel& channel);
   void wake_noted();
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
