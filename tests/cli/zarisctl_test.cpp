@@ -725,6 +725,35 @@ BOOST_AUTO_TEST_CASE(corrupt_truncated_and_forbidden_segments) {
   }
 }
 
+// check: one violation per line and exit 1 when the segment is inconsistent.
+BOOST_AUTO_TEST_CASE(check_reports_violations) {
+  Segment s;
+  BOOST_REQUIRE(s({"put", "k", "v"}).status == 0);
+  {
+    // Miscount the keys: StoreState::key_count, in the control block.
+    auto client = zaris::Client::open(s.name);
+    BOOST_REQUIRE(client.ok());
+    BOOST_REQUIRE(client->info()->keys_used == 1u);
+  }
+  {
+    std::fstream f("/dev/shm/" + s.name, std::ios::in | std::ios::out | std::ios::binary);
+    // Header (192 bytes), then Control: the mutex line (64), then StoreState,
+    // whose key_count is at offset 20.
+    f.seekp(192 + 64 + 20);
+    std::uint32_t wrong = 7;
+    f.write(reinterpret_cast<const char*>(&wrong), sizeof wrong);
+  }
+  auto check = s({"check"});
+  BOOST_TEST(check.status == 1);
+  BOOST_TEST(check.out.find("key count") != std::string::npos, "stdout: " << check.out);
+  auto j = s({"check", "-w", "json"});
+  BOOST_TEST(j.status == 1);
+  auto parsed = json::parse(j.out);
+  BOOST_TEST(parsed["ok"] == false);
+  BOOST_TEST(parsed["violations"].size() >= 1u);
+  BOOST_TEST(lines_of(check.out).size() == parsed["violations"].size());
+}
+
 BOOST_AUTO_TEST_CASE(segment_by_path_and_environment) {
   char dir_template[] = "/tmp/zaris-cli-path-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
