@@ -163,7 +163,7 @@ Result<void> Engine::recover() {
       std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
       if (d < kDeadlineStates && (l.flags & segment::kLeaseRevoked) != 0) {
         // A revoke that died before its instant: the lease lives on, unrevoked.
-        tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
+        tx.set_atomic(l.flags, l.flags & ~segment::kLeaseRevoked);
         tx.commit();
       }
       if (!segment::deadline_ended(d)) continue;
@@ -748,7 +748,7 @@ Result<void> Engine::revoke(LeaseId id) {
 bool Engine::revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now) {
   LeaseSlot& l = store_.lease(slot);
   // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
-  tx.set(l.flags, l.flags | segment::kLeaseRevoked);
+  tx.set_atomic(l.flags, l.flags | segment::kLeaseRevoked);
   tx.commit();
   // The revoke's single instant: from this CAS on the lease and its keys are gone.
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
@@ -758,7 +758,7 @@ bool Engine::revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now) {
   if (d >= kDeadlineStates || d <= static_cast<std::uint64_t>(now)) {
     // Ended otherwise first (a racing keep-alive found it expired): it is not
     // ours to revoke, and its keys' DELETEs will say why it ended.
-    tx.set(l.flags, l.flags & ~segment::kLeaseRevoked);
+    tx.set_atomic(l.flags, l.flags & ~segment::kLeaseRevoked);
     tx.commit();
     return false;
   }

@@ -98,8 +98,10 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::
   std::uint64_t deadline = static_cast<std::uint64_t>(now) + ttl_ns;
   tx.set_atomic(l.ttl_ns, ttl_ns);
   tx.set(l.end_revision, std::uint64_t{0});
-  tx.set(l.owner, owner);  // before the flag that makes it read
-  tx.set(l.flags, owner != kNone ? segment::kLeaseBound : 0u);
+  // The owner before the flag that makes it read.
+  tx.set_atomic(l.owner, owner);
+  tx.set_atomic(l.owner_generation, owner != kNone ? process(owner).generation : 0u);
+  tx.set_atomic(l.flags, owner != kNone ? segment::kLeaseBound : 0u);
   tx.set(l.key_head, kNone);
   tx.set(l.key_count, 0u);
   tx.set(l.owner_prev, kNone);
@@ -107,13 +109,10 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::
   if (owner != kNone) {
     // At the head of its owner's list.
     ProcessSlot& p = process(owner);
-    tx.set(l.owner_generation, p.generation);
     tx.set(l.next, p.lease_head);
     if (p.lease_head != kNone) tx.set(lease(p.lease_head).owner_prev, slot);
     tx.set(p.lease_head, slot);
     tx.set(p.lease_count, p.lease_count + 1);
-  } else {
-    tx.set(l.owner_generation, 0u);
   }
   heap_push(tx, slot, deadline);
   // The id before the deadline: keep_alive matches the id, then the pair.
@@ -139,8 +138,8 @@ void Store::free_lease(Tx& tx, std::uint32_t slot) {
     }
     if (l.next != kNone) tx.set(lease(l.next).owner_prev, l.owner_prev);
     tx.set(p.lease_count, p.lease_count - 1);
-    tx.set(l.flags, l.flags & ~segment::kLeaseBound);
-    tx.set(l.owner, kNone);
+    tx.set_atomic(l.flags, l.flags & ~segment::kLeaseBound);
+    tx.set_atomic(l.owner, kNone);
   }
   heap_remove(tx, l.heap_pos);
   tx.set_atomic(l.deadline_ns, kDeadlineFree);

@@ -56,6 +56,15 @@ class Tx {
     crash::step();
     field.store(value, std::memory_order_release);
   }
+  // For the lease words keep_alive reads without the lock (flags, owner).
+  void set_atomic(std::uint32_t& field, std::uint32_t value) {
+    std::atomic_ref<std::uint32_t> word(field);
+    std::uint32_t old = word.load(std::memory_order_relaxed);
+    std::memcpy(begin_record(&field, sizeof(old)), &old, sizeof(old));
+    publish_record(sizeof(old));
+    crash::step();
+    word.store(value, std::memory_order_release);
+  }
   void write_bytes(void* dst, const void* src, std::size_t n) {
     if (n == 0) return;  // nothing changes (and src may be null)
     std::memcpy(begin_record(dst, n), dst, n);
