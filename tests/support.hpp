@@ -44,6 +44,9 @@ inline std::string unique_segment_name(const std::string& tag) {
 template <typename Body>
 pid_t fork_child(Body&& body) {
   pid_t parent = ::getpid();
+  // What the parent has buffered must not be written again by the child (a
+  // sanitizer's exit flushes it).
+  std::fflush(nullptr);
   pid_t pid = ::fork();
   if (pid != 0) return pid;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);

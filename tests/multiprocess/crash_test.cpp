@@ -127,12 +127,18 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
 // After a death: the next locker repairs, check() finds nothing, and readers
 // see the state before or after the operation, nothing in between.
 constexpr int kMaxSteps = 100000;
+// The repair sweep: each of the first 20 steps of an operation is killed,
+// then a sample of the rest; after each such death the repair is killed at
+// each of its steps. The sanitizer builds look for memory and thread errors,
+// not coverage (the Release build has it), and sample both more sparsely.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr int kDenseStride = 4;
 constexpr int kSparseStride = 211;
+constexpr int kRepairStride = 13;
 #else
 constexpr int kDenseStride = 1;
 constexpr int kSparseStride = 97;
+constexpr int kRepairStride = 1;
 #endif
 
 // Returns what readers saw.
@@ -184,23 +190,26 @@ void write_file(const std::string& path, const std::string& bytes) {
 }
 
 // Kills the operation at `op_step`, then kills the repair itself at each of
-// its steps in turn, each time from the same wreck (the segment file, mutex
-// word included, is restored byte for byte). Returns the repair's step count.
+// its steps in turn (its first 20, then every kRepairStride-th), each time
+// from the same wreck (the segment file, mutex word included, is restored
+// byte for byte). Returns the number of repair steps killed.
 int enumerate_recovery(const Scenario& s, int op_step, const Outcomes& o) {
   auto f = prepared(s);
   if (!killed_at(*f, op_step, s.operation)) return -1;
   const std::string path = "/dev/shm/" + f->name;
   const std::string wreck = read_file(path);
-  for (int step = 1; step < kMaxSteps; ++step) {
+  int killed = 0;
+  for (int step = 1; step < kMaxSteps; step += step < 20 ? 1 : kRepairStride) {
     write_file(path, wreck);
     std::string label =
         s.name + " step " + std::to_string(op_step) + ", repair step " + std::to_string(step);
     // A mutating call: after the repair it goes on reaping what the dead left.
     if (!killed_at(*f, step, [](Client& c) { (void)c.del("~absent"); })) {
       verify_repaired(*f, o, label + " (repair finished)");
-      return step - 1;
+      return killed;
     }
     verify_repaired(*f, o, label);
+    ++killed;
   }
   BOOST_FAIL(s.name << ": the repair has more than " << kMaxSteps << " crash points");
   return 0;
@@ -342,8 +351,6 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
 BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
   for (const auto& s : scenarios()) {
     Outcomes o = outcomes(s);
-    // Every one of the first 20 steps of the operation, then a sample; sparser
-    // under the sanitizers, whose builds look for memory errors, not coverage.
     int total = 0;
     int repair_points = 0;
     for (int op_step = 1;; op_step += op_step < 20 ? kDenseStride : kSparseStride) {
