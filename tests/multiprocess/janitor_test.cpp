@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "segment/crash_point.hpp"
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -84,10 +85,13 @@ struct SharedClockFixture {
     BOOST_REQUIRE(violations->empty());
   }
   // A child that runs a janitor until killed; exits 10 + error if it cannot start.
-  pid_t janitor_child(Flag* flag) {
-    return zaris::test::fork_child([this, flag] {
+  // A janitor in a child; with `crash_step`, the child SIGKILLs itself at
+  // that step of its work (counting from its start).
+  pid_t janitor_child(Flag* flag, std::int64_t crash_step = 0) {
+    return zaris::test::fork_child([this, flag, crash_step] {
       auto own = Client::open(name, options());
       if (!own) return 1;
+      if (crash_step > 0) zaris::segment::crash::arm(crash_step, SIGKILL);
       auto janitor = Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
       if (!janitor) return 10 + static_cast<int>(janitor.code());
       flag->ready.store(1);
@@ -232,7 +236,7 @@ BOOST_FIXTURE_TEST_CASE(only_one_runs, SharedClockFixture) {
   require_consistent();
 }
 
-// Janitors SIGKILLed at random moments while they reap thousands of expired
+// Janitors SIGKILLed at random steps while they reap thousands of expired
 // leases: after each kill the segment is consistent, and the next janitor
 // carries on until everything is reaped.
 BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
@@ -262,13 +266,19 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
     std::uint32_t before = f.client->info()->leases_used;
     if (before == 0) break;
     flag->ready.store(0);
-    pid_t janitor = f.janitor_child(flag);
-    // Once it holds the role it works at once: kill it within its first ms.
-    BOOST_REQUIRE(eventually([&] { return flag->ready.load() == 1; }));
-    std::this_thread::sleep_for(std::chrono::microseconds(random() % 1000));
-    ::kill(janitor, SIGKILL);
-    int status = wait_exit(janitor);
-    BOOST_REQUIRE(status == 128 + SIGKILL);
+    // It dies at a random step of its work: past its claim of the role (a
+    // few hundred steps), within the first tenth or so of the work left.
+    pid_t janitor = f.janitor_child(flag, 1000 + static_cast<std::int64_t>(random() % 40000));
+    int status = 0;
+    BOOST_REQUIRE(eventually(
+        [&] {
+          if (::waitpid(janitor, &status, WNOHANG) == janitor) return true;
+          // All done before its step came: it would sleep on.
+          if (f.client->info()->leases_used == 0) ::kill(janitor, SIGKILL);
+          return false;
+        },
+        60s));
+    BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
     f.require_consistent();
     std::uint32_t after = f.client->info()->leases_used;
     if (after < before && after > 0) ++mid_work;
