@@ -27,8 +27,8 @@ struct SegmentInfo {
   std::uint64_t revision = 0;
   std::uint32_t leases_used = 0;
   std::uint32_t keys_used = 0;
-  std::uint64_t recoveries = 0;  // repairs after a process died holding the lock
-  std::uint32_t processes = 0;   // live registrations (clients that bound a lease)
+  std::uint64_t recoveries = 0;             // repairs after a process died holding the lock
+  std::uint32_t processes = 0;              // live registrations (clients that bound a lease)
   std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
 };
 
@@ -92,6 +92,7 @@ class Client {
  private:
   friend class Watcher;
   friend class Janitor;
+  friend struct ClientAccess;  // the library's own recipes
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

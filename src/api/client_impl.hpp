@@ -38,4 +38,9 @@ class Client::Impl {
   detail::EngineLeases leases;
 };
 
+// The engine behind a Client, for the library's own recipes.
+struct ClientAccess {
+  static engine::Engine& engine(Client& client) { return client.impl_->engine; }
+};
+
 }  // namespace zaris

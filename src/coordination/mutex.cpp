@@ -19,19 +19,13 @@ Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
 
 Result<bool> Mutex::try_lock() {
   Client& client = session_.client();
-  auto created = coordination::join(client, key_, "", session_.lease());
-  if (!created) return std::move(created).error();
-  auto where = coordination::place(client, name_, key_, *created);
-  if (!where) {
-    (void)client.del(key_);  // leave no key that would block the queue
-    return std::move(where).error();
-  }
-  if (!where->present) return Error{Errc::lease_lost, "contender key " + key_ + " is gone"};
+  auto where = coordination::join(client, name_, key_, "", session_.lease());
+  if (!where) return std::move(where).error();
   if (!where->head) {
-    (void)client.del(key_);
+    (void)client.del(key_);  // leave no key that would block the queue
     return false;
   }
-  token_ = *created;
+  token_ = where->created;
   return true;
 }
 

@@ -1,5 +1,7 @@
 #include "coordination/queue.hpp"
 
+#include "api/client_impl.hpp"
+
 namespace zaris::coordination {
 
 namespace {
@@ -17,62 +19,64 @@ bool is_contender(std::string_view key, std::size_t prefix_size) {
   return true;
 }
 
+Place place_of(engine::Engine::QueueView&& view, std::uint64_t created) {
+  Place where;
+  where.created = created;
+  where.present = view.own_create_revision != 0 && view.own_create_revision == created;
+  if (!where.present) return where;
+  where.own_mod_revision = view.own_mod_revision;
+  where.head = view.head;
+  where.predecessor = std::move(view.predecessor);
+  where.predecessor_mod_revision = view.predecessor_mod_revision;
+  return where;
+}
+
 }  // namespace
 
 std::string contender_key(std::string_view name, LeaseId lease) {
   return prefix_of(name) + lease.to_string();
 }
 
-Result<std::uint64_t> join(Client& client, const std::string& key, std::string_view value,
-                           LeaseId lease) {
-  auto put = client.put(key, value, Put::absent().and_lease(lease));
-  if (put) return put->revision;
-  if (put.code() == Errc::already_exists)
-    return Error{Errc::already_exists,
-                 key + " is taken: one session holds or waits for a name once at a time"};
-  return std::move(put).error();
+Result<Place> join(Client& client, std::string_view name, const std::string& key,
+                   std::string_view value, LeaseId lease) {
+  auto view = ClientAccess::engine(client).put_and_view(key, value, Put::absent().and_lease(lease),
+                                                        prefix_of(name), is_contender);
+  if (!view) {
+    if (view.code() == Errc::already_exists)
+      return Error{Errc::already_exists,
+                   key + " is taken: one session holds or waits for a name once at a time"};
+    return std::move(view).error();
+  }
+  // Just put, in the same step: it is there, created by this put.
+  const std::uint64_t created = view->own_create_revision;
+  return place_of(std::move(*view), created);
 }
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created) {
-  auto all = client.get_prefix(prefix_of(name), RangeOptions{true, 0});
-  if (!all) return std::move(all).error();
-  Place where;
-  where.head = true;
-  const std::size_t prefix_size = name.size() + 1;
-  for (KeyValue& kv : all->kvs) {
-    if (!is_contender(kv.key, prefix_size)) continue;
-    if (kv.key == key) {
-      where.present = kv.create_revision == created;
-      where.own_mod_revision = kv.mod_revision;
-      continue;
-    }
-    if (kv.create_revision < created &&
-        (where.head || kv.create_revision > where.predecessor.create_revision)) {
-      where.head = false;
-      where.predecessor = std::move(kv);
-    }
-  }
-  return where;
+  auto view = ClientAccess::engine(client).queue_view(prefix_of(name), key, is_contender);
+  if (!view) return std::move(view).error();
+  return place_of(std::move(*view), created);
 }
 
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
-                           std::uint64_t created, std::chrono::steady_clock::time_point deadline) {
+                           Place where, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
-    auto where = place(client, name, key, created);
-    if (!where) return std::move(where).error();
-    if (!where->present)
+    if (!where.present)
       return Error{Errc::lease_lost, "contender key " + key + " is gone: its lease ended"};
-    if (where->head) return {};
+    if (where.head) return {};
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds(0))
       return Error{Errc::timed_out, "not at the head of " + std::string(name) + " in time"};
     // Sleeps until the predecessor goes (its lease's deadline passes, its
     // owner dies), or our own key goes (our session ended).
-    const Client::Seen watched[] = {{where->predecessor.key, where->predecessor.mod_revision},
-                                    {key, where->own_mod_revision}};
+    const Client::Seen watched[] = {{where.predecessor, where.predecessor_mod_revision},
+                                    {key, where.own_mod_revision}};
     auto changed = client.wait_for_any_change(watched, left);
     if (!changed) return std::move(changed).error();
+    auto next = place(client, name, key, where.created);
+    if (!next) return std::move(next).error();
+    where = std::move(*next);
   }
 }
 
@@ -90,9 +94,11 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
                                     std::chrono::nanoseconds timeout) {
-  auto created = join(client, key, value, lease);
-  if (!created) return created;
-  auto turn = wait_for_head(client, name, key, *created, deadline_after(timeout));
+  auto joined = join(client, name, key, value, lease);
+  if (!joined) return std::move(joined).error();
+  const std::uint64_t created = joined->created;
+  if (joined->head) return created;  // uncontended: no clock read, no second look
+  auto turn = wait_for_head(client, name, key, std::move(*joined), deadline_after(timeout));
   if (!turn) {
     (void)client.del(key);
     return std::move(turn).error();

@@ -16,28 +16,32 @@ namespace zaris::coordination {
 // The key a session's lease contends with under `name`.
 std::string contender_key(std::string_view name, LeaseId lease);
 
-// Puts our key (value, under the lease); returns its create revision, our
-// place in the queue. Errc::already_exists if the key is there: one session
-// holds or waits for a name through one object at a time, never two sharing
-// a key (they would both think they hold it).
-Result<std::uint64_t> join(Client& client, const std::string& key, std::string_view value,
-                           LeaseId lease);
-
+// Where a key stands in the queue under a name.
 struct Place {
-  bool present = false;  // our key is still there
+  bool present = false;                // our key is still there (with the create revision we gave)
+  std::uint64_t created = 0;           // its create revision: our place
   std::uint64_t own_mod_revision = 0;  // its mod revision when present
-  bool head = false;     // nobody is before us
-  KeyValue predecessor;  // when !head: the one just before us
+  bool head = false;                   // when present: nobody is before us
+  std::string predecessor;             // when present, not head: the one just before us
+  std::uint64_t predecessor_mod_revision = 0;
 };
+
+// Puts our key (value, under the lease) and finds our place, in one step.
+// Errc::already_exists if the key is there: one session holds or waits for a
+// name through one object at a time, never two sharing a key (they would
+// both think they hold it).
+Result<Place> join(Client& client, std::string_view name, const std::string& key,
+                   std::string_view value, LeaseId lease);
 
 // Where `key` (created at `created`) stands under `name`. O(contenders).
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created);
 
-// Waits until `key` is at the head, or `deadline` (steady clock) passes:
-// Errc::timed_out. Errc::lease_lost if our key vanished (the lease ended).
+// From `where` (our place as last seen), waits until `key` is at the head,
+// or `deadline` (steady clock) passes: Errc::timed_out. Errc::lease_lost if
+// our key vanished (the lease ended).
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
-                           std::uint64_t created, std::chrono::steady_clock::time_point deadline);
+                           Place where, std::chrono::steady_clock::time_point deadline);
 
 // The head of the queue under `name`, if any.
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name);

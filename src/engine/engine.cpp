@@ -828,64 +828,128 @@ void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const 
   out.version = k.version;
 }
 
-Result<PutResult> Engine::put(std::string_view key, std::string_view value, const Put& options) {
-  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+Result<void> Engine::check_put(std::string_view key, std::string_view value) const {
+  if (auto bad = check_key(key, layout_); !bad) return bad;
   if (value.size() > layout_.caps.max_value_bytes)
     return Error{Errc::too_large, "value is " + std::to_string(value.size()) +
                                       " bytes; this segment allows " +
                                       std::to_string(layout_.caps.max_value_bytes)};
-  return locked<PutResult>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<PutResult> {
-    std::uint64_t lease_id = options.lease.value();
-    if (lease_id != 0) {
-      std::uint32_t lease_slot = kNone;
-      LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
-      if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
-    }
-    Store::Probe probe = store_.find(key);
-    bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
-    std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
-    if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
-    if (options.if_mod_revision && *options.if_mod_revision != current_mod)
-      return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
-                                                ", not " +
-                                                std::to_string(*options.if_mod_revision)};
-    StoreState& st = store_.state();
-    if (probe.slot != kNone && !exists) {
-      // The key died with its lease and was not reaped yet: its DELETE comes
-      // first, in a revision of its own.
-      const KeySlotHeader& old = store_.key(probe.slot);
-      tx.set(st.revision, st.revision + 1);
-      emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
-           old, st.revision);
-    }
-    std::uint64_t revision = st.revision + 1;
-    tx.set(st.revision, revision);
-    std::uint32_t slot = probe.slot;
-    if (slot == kNone) {
-      slot = store_.insert_key(tx, probe, key, revision);
-      if (slot == kNone)
-        return Error{Errc::no_space,
-                     "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
-      KeySlotHeader& k = store_.key(slot);
-      if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
-      k.value_len = static_cast<std::uint32_t>(value.size());
+  return {};
+}
+
+Result<PutResult> Engine::put(std::string_view key, std::string_view value, const Put& options) {
+  if (auto bad = check_put(key, value); !bad) return std::move(bad).error();
+  return locked<PutResult>(Reap::yes, [&](Tx& tx, std::int64_t now) {
+    return put_locked(tx, now, key, value, options);
+  });
+}
+
+Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view key,
+                                     std::string_view value, const Put& options) {
+  std::uint64_t lease_id = options.lease.value();
+  if (lease_id != 0) {
+    std::uint32_t lease_slot = kNone;
+    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
+    if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
+  }
+  Store::Probe probe = store_.find(key);
+  bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
+  std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
+  if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
+  if (options.if_mod_revision && *options.if_mod_revision != current_mod)
+    return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
+                                              ", not " + std::to_string(*options.if_mod_revision)};
+  StoreState& st = store_.state();
+  if (probe.slot != kNone && !exists) {
+    // The key died with its lease and was not reaped yet: its DELETE comes
+    // first, in a revision of its own.
+    const KeySlotHeader& old = store_.key(probe.slot);
+    tx.set(st.revision, st.revision + 1);
+    emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
+         old, st.revision);
+  }
+  std::uint64_t revision = st.revision + 1;
+  tx.set(st.revision, revision);
+  std::uint32_t slot = probe.slot;
+  if (slot == kNone) {
+    slot = store_.insert_key(tx, probe, key, revision);
+    if (slot == kNone)
+      return Error{Errc::no_space,
+                   "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
+    KeySlotHeader& k = store_.key(slot);
+    if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
+    k.value_len = static_cast<std::uint32_t>(value.size());
+  } else {
+    KeySlotHeader& k = store_.key(slot);
+    if (!exists) {
+      // The old key died with its lease: this put creates it anew.
+      tx.set(k.create_revision, revision);
+      tx.set(k.version, std::uint64_t{1});
     } else {
-      KeySlotHeader& k = store_.key(slot);
-      if (!exists) {
-        // The old key died with its lease: this put creates it anew.
-        tx.set(k.create_revision, revision);
-        tx.set(k.version, std::uint64_t{1});
-      } else {
-        tx.set(k.version, k.version + 1);
-      }
-      tx.set(k.mod_revision, revision);
-      tx.write_bytes(store_.value_data(k), value.data(), value.size());
-      tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+      tx.set(k.version, k.version + 1);
     }
-    store_.set_key_lease(tx, slot, lease_id);
-    emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
-    note_key(key);
-    return PutResult{revision};
+    tx.set(k.mod_revision, revision);
+    tx.write_bytes(store_.value_data(k), value.data(), value.size());
+    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+  }
+  store_.set_key_lease(tx, slot, lease_id);
+  emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
+  note_key(key);
+  return PutResult{revision};
+}
+
+Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
+                                      std::string_view key, QueueMember member) {
+  QueueView view;
+  Store::Probe probe = store_.find(key);
+  if (probe.slot == kNone) return view;
+  const KeySlotHeader& own = store_.key(probe.slot);
+  if (!store_.key_visible(own, now)) return view;
+  view.own_create_revision = own.create_revision;
+  view.own_mod_revision = own.mod_revision;
+  view.head = true;
+  std::uint32_t predecessor = kNone;
+  std::uint64_t predecessor_created = 0;
+  std::uint64_t steps = 0;
+  for (std::uint32_t s = store_.lower_bound(prefix); s != kNone; s = store_.next_key(s)) {
+    if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
+    const KeySlotHeader& k = store_.key(s);
+    std::string_view name = store_.key_bytes(k);
+    if (!name.starts_with(prefix)) break;
+    if (s == probe.slot || k.create_revision >= view.own_create_revision ||
+        k.create_revision <= predecessor_created || !member(name, prefix.size()) ||
+        !store_.key_visible(k, now))
+      continue;
+    predecessor = s;
+    predecessor_created = k.create_revision;
+  }
+  if (predecessor != kNone) {
+    const KeySlotHeader& k = store_.key(predecessor);
+    view.head = false;
+    view.predecessor.assign(store_.key_bytes(k));
+    view.predecessor_mod_revision = k.mod_revision;
+  }
+  return view;
+}
+
+Result<Engine::QueueView> Engine::queue_view(std::string_view prefix, std::string_view key,
+                                             QueueMember member) {
+  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  if (!key.starts_with(prefix)) return Error{Errc::invalid_argument, "key is not under the prefix"};
+  return locked<QueueView>(Reap::no, [&](Tx&, std::int64_t now) -> Result<QueueView> {
+    return view_locked(now, prefix, key, member);
+  });
+}
+
+Result<Engine::QueueView> Engine::put_and_view(std::string_view key, std::string_view value,
+                                               const Put& options, std::string_view prefix,
+                                               QueueMember member) {
+  if (auto bad = check_put(key, value); !bad) return std::move(bad).error();
+  if (!key.starts_with(prefix)) return Error{Errc::invalid_argument, "key is not under the prefix"};
+  return locked<QueueView>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<QueueView> {
+    auto put = put_locked(tx, now, key, value, options);
+    if (!put) return std::move(put).error();
+    return view_locked(now, prefix, key, member);
   });
 }
 
@@ -1350,8 +1414,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
         pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
       } else if (i != mine) {
-        pass.owners.push_back(
-            segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.alive), 0});
+        pass.owners.push_back(segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.alive), 0});
       }
     }
     std::uint32_t keys = kJanitorKeyBudget;

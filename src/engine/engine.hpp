@@ -38,6 +38,24 @@ class Engine {
   Result<DeleteResult> del(std::string_view key, bool prefix);
   Result<SegmentInfo> info();
 
+  // A queue of keys under a prefix, as the coordination recipes keep one:
+  // the live keys `member` accepts, first come (lowest create revision)
+  // first. Where one key stands in it:
+  struct QueueView {
+    std::uint64_t own_create_revision = 0;  // 0: the key is not there
+    std::uint64_t own_mod_revision = 0;
+    bool head = false;        // when there: no member came before it
+    std::string predecessor;  // when there and not head: the member just before
+    std::uint64_t predecessor_mod_revision = 0;
+  };
+  using QueueMember = bool (*)(std::string_view key, std::size_t prefix_size);
+  // Where `key` stands in the queue under `prefix`. O(keys under prefix);
+  // copies nothing but the predecessor's name.
+  Result<QueueView> queue_view(std::string_view prefix, std::string_view key, QueueMember member);
+  // put() then queue_view(), in one critical section: joining a queue.
+  Result<QueueView> put_and_view(std::string_view key, std::string_view value, const Put& options,
+                                 std::string_view prefix, QueueMember member);
+
   Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                std::chrono::nanoseconds timeout);
   // A key and the mod revision last seen of it (0: absent).
@@ -79,7 +97,7 @@ class Engine {
   Result<void> claim_janitor();
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
   struct JanitorPass {
-    std::int64_t next_deadline = kNever;    // CLOCK_MONOTONIC: look again then at the latest
+    std::int64_t next_deadline = kNever;     // CLOCK_MONOTONIC: look again then at the latest
     std::vector<segment::FutexWord> owners;  // liveness words of live registrations
     std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
     std::uint32_t released_processes = 0;    // dead registrations fully released
@@ -102,13 +120,19 @@ class Engine {
 
   std::int64_t now() const noexcept;
   Result<void> recover();
+  // A key and value put() accepts, or why not.
+  Result<void> check_put(std::string_view key, std::string_view value) const;
+  // The bodies of put() and queue_view(), under the lock.
+  Result<PutResult> put_locked(Tx& tx, std::int64_t now, std::string_view key,
+                               std::string_view value, const Put& options);
+  QueueView view_locked(std::int64_t now, std::string_view prefix, std::string_view key,
+                        QueueMember member);
   void finish_intent(Tx& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
   void reap_due(Tx& tx, std::int64_t now);
   // Reaps ended leases from the heap's top while the budgets last (counting
   // them down); returns how many it freed.
-  std::uint32_t reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases,
-                             std::uint32_t& keys);
+  std::uint32_t reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases, std::uint32_t& keys);
   // Reaps keys of the DEAD lease in `slot` while `key_budget` lasts (counting
   // it down), freeing the lease when none remain; commits each batch.
   // Returns true when the lease is gone.

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "coordination/queue.hpp"
 #include "segment/crash_point.hpp"
 #include "support.hpp"
 
@@ -280,6 +281,22 @@ std::vector<Scenario> scenarios() {
          clock.advance(1s);
        },
        [](Client& c) { (void)c.put("l/1", "reborn", Put::absent()); }},
+      // A lock's acquisition: its key put and its place found in one step,
+      // behind a holder.
+      {"join a queue",
+       [](Client& c, auto&) {
+         some_keys(c);
+         LeaseId holder = grant_with_keys(c, "l/", 1, 10s);
+         BOOST_REQUIRE(zaris::coordination::join(
+                           c, "q", zaris::coordination::contender_key("q", holder), "", holder)
+                           .ok());
+         (void)c.leases().grant(5s);  // expires first: first_lease()
+       },
+       [](Client& c) {
+         LeaseId mine = first_lease(c);
+         (void)zaris::coordination::join(c, "q", zaris::coordination::contender_key("q", mine), "",
+                                         mine);
+       }},
       {"conditional put", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) {
          auto kv = c.get("m");
@@ -321,13 +338,13 @@ std::vector<Scenario> scenarios() {
          if (!opened) ::_exit(6);
          auto own = std::make_unique<Client>(std::move(*opened));
          auto id = own->leases().grant(10s, zaris::GrantOptions::bound());
-         for (const char* k : {"b/1", "b/2", "b/3"})
-           (void)own->put(k, "v", Put::with_lease(*id));
+         for (const char* k : {"b/1", "b/2", "b/3"}) (void)own->put(k, "v", Put::with_lease(*id));
          zaris::segment::crash::arm(g_step, SIGKILL);
          own.reset();
        }},
       // Meets a dead owner's lease: marks it dying and releases its 40 keys.
-      {"release of a dead owner", [](Client& c, zaris::ManualClock& clock) {
+      {"release of a dead owner",
+       [](Client& c, zaris::ManualClock& clock) {
          some_keys(c);
          dead_owner(c, clock, 40);
        },

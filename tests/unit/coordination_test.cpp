@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "coordination/queue.hpp"
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -77,6 +78,57 @@ BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, SegmentFixtu
     BOOST_TEST(!*m.is_owner());
   }
   BOOST_TEST(m.unlock().code() == Errc::not_owner);
+}
+
+// Joining puts the key and finds its place in one step; only live
+// contenders (NAME/<16 hex digits>) count, and the predecessor is the latest
+// created before us.
+BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixture) {
+  namespace co = zaris::coordination;
+  auto lease = [&](std::chrono::nanoseconds ttl) { return *client->leases().grant(ttl); };
+  zaris::LeaseId a = lease(10s), expiring = lease(1s), b = lease(10s), mine = lease(10s);
+  auto first = co::join(*client, "q", co::contender_key("q", a), "a", a);
+  BOOST_REQUIRE(first.ok());
+  BOOST_TEST(first->present);
+  BOOST_TEST(first->head);
+  BOOST_TEST(first->created == client->get(co::contender_key("q", a))->value().create_revision);
+  BOOST_REQUIRE(client->put("q/not-a-contender", "x").ok());     // not NAME/<hex>
+  BOOST_REQUIRE(client->put("q/x/" + a.to_string(), "x").ok());  // another name's
+  BOOST_REQUIRE(co::join(*client, "q", co::contender_key("q", expiring), "e", expiring).ok());
+  BOOST_REQUIRE(co::join(*client, "q", co::contender_key("q", b), "b", b).ok());
+  BOOST_REQUIRE(client->put("q/zzzz", "x").ok());
+  clock->advance(1s);  // `expiring` ends, nobody reaped it yet
+
+  const std::string key = co::contender_key("q", mine);
+  auto joined = co::join(*client, "q", key, "mine", mine);
+  BOOST_REQUIRE(joined.ok());
+  BOOST_TEST(joined->present);
+  BOOST_TEST(!joined->head);
+  BOOST_TEST(joined->predecessor == co::contender_key("q", b));
+  BOOST_TEST(joined->predecessor_mod_revision ==
+             client->get(co::contender_key("q", b))->value().mod_revision);
+  BOOST_TEST(joined->own_mod_revision == joined->created);
+
+  // b goes: the one before us is a (the expired one does not count).
+  BOOST_REQUIRE(client->leases().revoke(b).ok());
+  auto where = co::place(*client, "q", key, joined->created);
+  BOOST_REQUIRE(where.ok());
+  BOOST_TEST(where->predecessor == co::contender_key("q", a));
+  BOOST_REQUIRE(client->leases().revoke(a).ok());
+  where = co::place(*client, "q", key, joined->created);
+  BOOST_TEST(where->present);
+  BOOST_TEST(where->head);
+  BOOST_TEST(where->predecessor.empty());
+
+  // A second join of the same key is refused and changes nothing.
+  auto revision = client->info()->revision;
+  BOOST_TEST(co::join(*client, "q", key, "again", mine).code() == Errc::already_exists);
+  BOOST_TEST(client->info()->revision == revision);
+  BOOST_TEST(client->get(key)->value().value == "mine");
+  // Our key gone (or created anew by someone else): not present.
+  BOOST_TEST(!co::place(*client, "q", key, joined->created + 1)->present);
+  BOOST_REQUIRE(client->del(key).ok());
+  BOOST_TEST(!co::place(*client, "q", key, joined->created)->present);
 }
 
 BOOST_FIXTURE_TEST_CASE(try_lock_and_timeout, SegmentFixture) {
