@@ -5,6 +5,7 @@
 //   BM_FlockHandoff      the same with flock(2) LOCK_EX / LOCK_UN
 //   BM_LockWake          time from unlock to the blocked waiter holding the lock
 //   BM_WatchWake         time from a put to a blocked watcher returning it
+//   BM_FutexWake         peer: time from a bare FUTEX_WAKE to the sleeper running
 //   BM_ExpiryWake        time from a lease's deadline to a waiter on its key waking
 //   BM_JanitorExpiry     time from a lease's deadline to the janitor having reaped it,
 //                        with nobody else touching it
@@ -14,9 +15,11 @@
 // The wake benchmarks use manual time: each iteration's time is the latency.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +69,7 @@ struct Shared {
   std::atomic<std::uint64_t> acquisitions;
   std::atomic<std::uint64_t> handoffs;
   std::atomic<int> last_owner;
+  std::atomic<std::uint32_t> word;  // a bare futex word
 };
 
 Shared* shared_memory() {
@@ -228,6 +232,38 @@ void BM_LockWake(benchmark::State& state) {
   finish(pid, shared);
 }
 
+// The floor under the wake-ups above: another process's FUTEX_WAKE of one
+// asleep in FUTEX_WAIT on a shared word, timed the same way.
+void BM_FutexWake(benchmark::State& state) {
+  Shared* shared = shared_memory();
+  if (shared == nullptr) return state.SkipWithError("mmap");
+  auto* word = reinterpret_cast<std::uint32_t*>(&shared->word);
+  pid_t pid = helper([&] {
+    for (int round = 1; !shared->stop.load(); round += 2) {
+      wait_stage(shared, round);
+      if (shared->stop.load()) break;
+      std::this_thread::sleep_for(200us);  // let it fall asleep
+      shared->stamp.store(now_ns());
+      shared->word.fetch_add(1);
+      ::syscall(SYS_futex, word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+      shared->stage.store(round + 1);
+    }
+    return 0;
+  });
+  int round = 1;
+  for (auto _ : state) {
+    const std::uint32_t seen = shared->word.load();
+    shared->stage.store(round);
+    while (shared->word.load() == seen)
+      ::syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
+    std::int64_t woke = now_ns();
+    state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
+    wait_stage(shared, round + 1);
+    round += 2;
+  }
+  finish(pid, shared);
+}
+
 void BM_WatchWake(benchmark::State& state) {
   Scratch scratch("watchwake");
   Shared* shared = shared_memory();
@@ -334,7 +370,8 @@ void BM_JanitorIdle(benchmark::State& state) {
     auto lease = client.leases().grant(ttl);
     if (!lease) return state.SkipWithError("grant");
     // A key on every tenth lease.
-    if (i % 10 == 0 && !client.put("idle/" + std::to_string(i), "v", zaris::Put::with_lease(*lease)))
+    if (i % 10 == 0 &&
+        !client.put("idle/" + std::to_string(i), "v", zaris::Put::with_lease(*lease)))
       return state.SkipWithError("put");
     leases.push_back(*lease);
   }
@@ -374,8 +411,7 @@ void BM_JanitorIdle(benchmark::State& state) {
     std::int64_t cpu_before = cpu_ns();
     std::int64_t started = now_ns();
     if (!run_for(kWindow)) return state.SkipWithError("keep_alive");
-    share = static_cast<double>(cpu_ns() - cpu_before) /
-            static_cast<double>(now_ns() - started);
+    share = static_cast<double>(cpu_ns() - cpu_before) / static_cast<double>(now_ns() - started);
   }
   state.counters["janitor_cpu_percent"] = share * 100;
   state.counters["live_leases"] = kLeases;
@@ -389,6 +425,7 @@ BENCHMARK(BM_LockHandoff)->MinTime(1.0);
 BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
 BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FutexWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ExpiryWake)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JanitorExpiry)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JanitorIdle)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);

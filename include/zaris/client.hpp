@@ -18,6 +18,10 @@
 
 namespace zaris {
 
+namespace detail {
+struct ClientAccess;
+}
+
 // What a segment holds and how it is built; a consistent snapshot.
 struct SegmentInfo {
   std::string path;  // /dev/shm/NAME or the file path
@@ -92,7 +96,7 @@ class Client {
  private:
   friend class Watcher;
   friend class Janitor;
-  friend struct ClientAccess;  // the library's own recipes
+  friend struct detail::ClientAccess;  // the library's own recipes
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

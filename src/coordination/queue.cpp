@@ -39,22 +39,22 @@ std::string contender_key(std::string_view name, LeaseId lease) {
 
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease) {
-  auto view = ClientAccess::engine(client).put_and_view(key, value, Put::absent().and_lease(lease),
-                                                        prefix_of(name), is_contender);
+  auto view = detail::ClientAccess::engine(client).put_and_view(
+      key, value, Put::absent().and_lease(lease), prefix_of(name), is_contender);
   if (!view) {
     if (view.code() == Errc::already_exists)
       return Error{Errc::already_exists,
                    key + " is taken: one session holds or waits for a name once at a time"};
     return std::move(view).error();
   }
-  // Just put, in the same step: it is there, created by this put.
+  // Just put, in the same step (put_and_view fails if it is not there).
   const std::uint64_t created = view->own_create_revision;
   return place_of(std::move(*view), created);
 }
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created) {
-  auto view = ClientAccess::engine(client).queue_view(prefix_of(name), key, is_contender);
+  auto view = detail::ClientAccess::engine(client).queue_view(prefix_of(name), key, is_contender);
   if (!view) return std::move(view).error();
   return place_of(std::move(*view), created);
 }

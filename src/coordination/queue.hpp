@@ -33,7 +33,7 @@ struct Place {
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease);
 
-// Where `key` (created at `created`) stands under `name`. O(contenders).
+// Where `key` (created at `created`) stands under `name`. O(keys under the name).
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created);
 

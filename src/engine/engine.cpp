@@ -267,7 +267,11 @@ void Engine::wake_janitor_now(segment::Channel& channel) {
 }
 
 void Engine::note_key(std::string_view key) {
-  std::uint32_t channel = store_.hash32(key) % segment::kKeyChannels;
+  note_key_hash(store_.hash32(key));
+}
+
+void Engine::note_key_hash(std::uint32_t hash) {
+  std::uint32_t channel = hash % segment::kKeyChannels;
   bool noted = false;
   bump(channels_->keys[channel], noted);
   if (noted) t_wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
@@ -845,7 +849,8 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
 }
 
 Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view key,
-                                     std::string_view value, const Put& options) {
+                                     std::string_view value, const Put& options,
+                                     std::uint32_t* slot_out) {
   std::uint64_t lease_id = options.lease.value();
   if (lease_id != 0) {
     std::uint32_t lease_slot = kNone;
@@ -894,16 +899,20 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
   }
   store_.set_key_lease(tx, slot, lease_id);
   emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
-  note_key(key);
+  note_key_hash(probe.hash32);
+  if (slot_out != nullptr) *slot_out = slot;
   return PutResult{revision};
 }
 
 Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
-                                      std::string_view key, QueueMember member) {
+                                      std::string_view key, QueueMember member,
+                                      std::uint32_t own_slot) {
   QueueView view;
-  Store::Probe probe = store_.find(key);
-  if (probe.slot == kNone) return view;
-  const KeySlotHeader& own = store_.key(probe.slot);
+  if (own_slot == kNone) {
+    own_slot = store_.find(key).slot;
+    if (own_slot == kNone) return view;
+  }
+  const KeySlotHeader& own = store_.key(own_slot);
   if (!store_.key_visible(own, now)) return view;
   view.own_create_revision = own.create_revision;
   view.own_mod_revision = own.mod_revision;
@@ -916,7 +925,7 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
     const KeySlotHeader& k = store_.key(s);
     std::string_view name = store_.key_bytes(k);
     if (!name.starts_with(prefix)) break;
-    if (s == probe.slot || k.create_revision >= view.own_create_revision ||
+    if (s == own_slot || k.create_revision >= view.own_create_revision ||
         k.create_revision <= predecessor_created || !member(name, prefix.size()) ||
         !store_.key_visible(k, now))
       continue;
@@ -935,9 +944,11 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
 Result<Engine::QueueView> Engine::queue_view(std::string_view prefix, std::string_view key,
                                              QueueMember member) {
   if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
-  if (!key.starts_with(prefix)) return Error{Errc::invalid_argument, "key is not under the prefix"};
+  if (!key.starts_with(prefix))
+    return Error{Errc::invalid_argument,
+                 "key " + std::string(key) + " is not under " + std::string(prefix)};
   return locked<QueueView>(Reap::no, [&](Tx&, std::int64_t now) -> Result<QueueView> {
-    return view_locked(now, prefix, key, member);
+    return view_locked(now, prefix, key, member, kNone);
   });
 }
 
@@ -945,11 +956,19 @@ Result<Engine::QueueView> Engine::put_and_view(std::string_view key, std::string
                                                const Put& options, std::string_view prefix,
                                                QueueMember member) {
   if (auto bad = check_put(key, value); !bad) return std::move(bad).error();
-  if (!key.starts_with(prefix)) return Error{Errc::invalid_argument, "key is not under the prefix"};
+  if (!key.starts_with(prefix))
+    return Error{Errc::invalid_argument,
+                 "key " + std::string(key) + " is not under " + std::string(prefix)};
   return locked<QueueView>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<QueueView> {
-    auto put = put_locked(tx, now, key, value, options);
+    std::uint32_t slot = kNone;
+    auto put = put_locked(tx, now, key, value, options, &slot);
     if (!put) return std::move(put).error();
-    return view_locked(now, prefix, key, member);
+    QueueView view = view_locked(now, prefix, key, member, slot);
+    // A keep-alive (without the lock) may have found the lease past its
+    // deadline, or its owner died, since the put checked it: undo the put.
+    if (view.own_create_revision != put->revision)
+      return Error{Errc::lease_lost, "the lease of " + std::string(key) + " ended as it was put"};
+    return view;
   });
 }
 
@@ -999,7 +1018,7 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
       if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return result;
       tx.set(st.revision, st.revision + 1);
       emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot), st.revision);
-      note_key(key);
+      note_key_hash(probe.hash32);
       store_.remove_key(tx, probe.slot);
       return DeleteResult{st.revision, 1};
     }

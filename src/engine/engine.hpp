@@ -123,10 +123,13 @@ class Engine {
   // A key and value put() accepts, or why not.
   Result<void> check_put(std::string_view key, std::string_view value) const;
   // The bodies of put() and queue_view(), under the lock.
+  // `slot_out`, if given, receives the key's slot.
   Result<PutResult> put_locked(Tx& tx, std::int64_t now, std::string_view key,
-                               std::string_view value, const Put& options);
+                               std::string_view value, const Put& options,
+                               std::uint32_t* slot_out = nullptr);
+  // `own_slot`: the key's slot if known, else kNone.
   QueueView view_locked(std::int64_t now, std::string_view prefix, std::string_view key,
-                        QueueMember member);
+                        QueueMember member, std::uint32_t own_slot);
   void finish_intent(Tx& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
   void reap_due(Tx& tx, std::int64_t now);
@@ -146,7 +149,9 @@ class Engine {
             std::uint64_t revision);
   std::uint32_t end_reason(const LeaseSlot& lease) const;
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
+  // The key is given by its hash32 where the caller has it.
   void note_key(std::string_view key);
+  void note_key_hash(std::uint32_t hash);
   void note_all();
   void bump(segment::Channel& channel, bool& noted);
   // Bumps and wakes one of the janitor's channels at once, under the lock.

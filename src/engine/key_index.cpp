@@ -48,11 +48,11 @@ std::uint32_t Store::hash32(std::string_view key) const noexcept {
   return static_cast<std::uint32_t>(h ^ (h >> 32));
 }
 
-std::uint32_t Store::level_for(std::string_view key) const noexcept {
+std::uint32_t Store::level_for(std::uint32_t hash) const noexcept {
   // Geometric with p = 1/4, drawn from the key's hash under a second secret
   // mix of the segment's seed: as good as random to anyone who does not know
   // the seed, and the same in every process (so runs are reproducible).
-  std::uint64_t r = mix(hash32(key) ^ (hash_seed_ * 0x2545F4914F6CDD1DULL));
+  std::uint64_t r = mix(hash ^ (hash_seed_ * 0x2545F4914F6CDD1DULL));
   std::uint32_t level = 1;
   while (level < kSkipLevels && (r & 3) == 0) {
     ++level;
@@ -139,11 +139,11 @@ std::uint32_t Store::next_key(std::uint32_t slot) const {
   return key(slot).forward[0];
 }
 
-void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key) {
+void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::uint32_t hash) {
   std::array<std::uint32_t, kSkipLevels> update;
   predecessors(key, update);
   KeySlotHeader& k = this->key(slot);
-  std::uint32_t level = level_for(key);
+  std::uint32_t level = level_for(hash);
   if (level > state_->skip_level) tx.set(state_->skip_level, level);
   // The node is fresh: its own links need no undo record.
   k.level = level;
@@ -213,7 +213,7 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   std::memcpy(key_data(k), key.data(), key.size());
   tx.set(st.key_count, st.key_count + 1);
   tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
-  skip_insert(tx, slot, key);
+  skip_insert(tx, slot, key, probe.hash32);
   return slot;
 }
 

@@ -114,15 +114,15 @@ class Store {
   std::uint32_t next_key(std::uint32_t slot) const;  // level-0 successor
 
   std::uint32_t hash32(std::string_view key) const noexcept;
-  // The skip-list height of a new node holding `key`.
-  std::uint32_t level_for(std::string_view key) const noexcept;
+  // The skip-list height of a new node holding `key`, whose hash32 is `hash`.
+  std::uint32_t level_for(std::uint32_t hash) const noexcept;
 
  private:
   std::uint32_t& forward(std::uint32_t node, std::uint32_t level) const;
   // Fills update[] with the last node before `key` at each level (kNone: head).
   void predecessors(std::string_view key,
                     std::array<std::uint32_t, segment::kSkipLevels>& update) const;
-  void skip_insert(Tx& tx, std::uint32_t slot, std::string_view key);
+  void skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::uint32_t hash);
   void skip_remove(Tx& tx, std::uint32_t slot, std::string_view key);
   void hash_remove(Tx& tx, std::uint64_t bucket);
   void lease_list_unlink(Tx& tx, std::uint32_t slot);

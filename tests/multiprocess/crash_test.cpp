@@ -293,9 +293,14 @@ std::vector<Scenario> scenarios() {
          (void)c.leases().grant(5s);  // expires first: first_lease()
        },
        [](Client& c) {
+         namespace co = zaris::coordination;
          LeaseId mine = first_lease(c);
-         (void)zaris::coordination::join(c, "q", zaris::coordination::contender_key("q", mine), "",
-                                         mine);
+         auto joined = co::join(c, "q", co::contender_key("q", mine), "", mine);
+         // Behind the holder (the lease with keys l/...): anything else is wrong.
+         auto holder = c.get("l/0");
+         if (!joined || joined->head || !holder || !*holder ||
+             joined->predecessor != co::contender_key("q", (*holder)->lease))
+           ::_exit(7);
        }},
       {"conditional put", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) {

@@ -84,9 +84,9 @@ struct SharedClockFixture {
     for (const auto& v : *violations) BOOST_TEST_MESSAGE("violation: " << v);
     BOOST_REQUIRE(violations->empty());
   }
-  // A child that runs a janitor until killed; exits 10 + error if it cannot start.
-  // A janitor in a child; with `crash_step`, the child SIGKILLs itself at
-  // that step of its work (counting from its start).
+  // A child that runs a janitor until killed; exits 10 + error if it cannot
+  // start. With `crash_step`, it SIGKILLs itself at that step of its work
+  // (counting from its start).
   pid_t janitor_child(Flag* flag, std::int64_t crash_step = 0) {
     return zaris::test::fork_child([this, flag, crash_step] {
       auto own = Client::open(name, options());
@@ -265,7 +265,6 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
   for (; kills < 200 && mid_work < 10; ++kills) {
     std::uint32_t before = f.client->info()->leases_used;
     if (before == 0) break;
-    flag->ready.store(0);
     // It dies at a random step of its work: past its claim of the role (a
     // few hundred steps), within the first tenth or so of the work left.
     pid_t janitor = f.janitor_child(flag, 1000 + static_cast<std::int64_t>(random() % 40000));
@@ -278,7 +277,8 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
           return false;
         },
         60s));
-    BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+    BOOST_REQUIRE_MESSAGE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL),
+                          "the janitor ended with status " << status);
     f.require_consistent();
     std::uint32_t after = f.client->info()->leases_used;
     if (after < before && after > 0) ++mid_work;

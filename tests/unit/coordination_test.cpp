@@ -86,36 +86,44 @@ BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, SegmentFixtu
 BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixture) {
   namespace co = zaris::coordination;
   auto lease = [&](std::chrono::nanoseconds ttl) { return *client->leases().grant(ttl); };
-  zaris::LeaseId a = lease(10s), expiring = lease(1s), b = lease(10s), mine = lease(10s);
-  auto first = co::join(*client, "q", co::contender_key("q", a), "a", a);
-  BOOST_REQUIRE(first.ok());
-  BOOST_TEST(first->present);
-  BOOST_TEST(first->head);
-  BOOST_TEST(first->created == client->get(co::contender_key("q", a))->value().create_revision);
-  BOOST_REQUIRE(client->put("q/not-a-contender", "x").ok());     // not NAME/<hex>
-  BOOST_REQUIRE(client->put("q/x/" + a.to_string(), "x").ok());  // another name's
-  BOOST_REQUIRE(co::join(*client, "q", co::contender_key("q", expiring), "e", expiring).ok());
-  BOOST_REQUIRE(co::join(*client, "q", co::contender_key("q", b), "b", b).ok());
-  BOOST_REQUIRE(client->put("q/zzzz", "x").ok());
-  clock->advance(1s);  // `expiring` ends, nobody reaped it yet
+  auto join = [&](zaris::LeaseId id) {
+    auto joined = co::join(*client, "q", co::contender_key("q", id), "v", id);
+    BOOST_REQUIRE(joined.ok());
+    return *joined;
+  };
+  zaris::LeaseId a = lease(10s), b = lease(10s), expiring = lease(2s), mine = lease(10s),
+                 late = lease(10s);
+  auto first = join(a);
+  BOOST_TEST(first.present);
+  BOOST_TEST(first.head);
+  BOOST_TEST(first.created == client->get(co::contender_key("q", a))->value().create_revision);
+  BOOST_REQUIRE(client->put("q/not-a-contender", "x").ok());
+  BOOST_REQUIRE(client->put("q/x/" + a.to_string(), "x").ok());  // another name's contender
+  join(b);
+  join(expiring);
+  BOOST_REQUIRE(client->put("q/zzzzzzzzzzzzzzzz", "x").ok());  // 16 characters, not hex
 
   const std::string key = co::contender_key("q", mine);
-  auto joined = co::join(*client, "q", key, "mine", mine);
-  BOOST_REQUIRE(joined.ok());
-  BOOST_TEST(joined->present);
-  BOOST_TEST(!joined->head);
-  BOOST_TEST(joined->predecessor == co::contender_key("q", b));
-  BOOST_TEST(joined->predecessor_mod_revision ==
-             client->get(co::contender_key("q", b))->value().mod_revision);
-  BOOST_TEST(joined->own_mod_revision == joined->created);
+  auto joined = join(mine);
+  BOOST_TEST(joined.present);
+  BOOST_TEST(!joined.head);
+  BOOST_TEST(joined.predecessor == co::contender_key("q", expiring));
+  BOOST_TEST(joined.predecessor_mod_revision ==
+             client->get(co::contender_key("q", expiring))->value().mod_revision);
+  BOOST_TEST(joined.own_mod_revision == joined.created);
+  BOOST_TEST(join(late).predecessor == key);  // those after us do not count for us
 
-  // b goes: the one before us is a (the expired one does not count).
-  BOOST_REQUIRE(client->leases().revoke(b).ok());
-  auto where = co::place(*client, "q", key, joined->created);
+  // `expiring` ends; nobody writes, so nobody reaps it: it no longer counts.
+  clock->advance(2s);
+  auto where = co::place(*client, "q", key, joined.created);
   BOOST_REQUIRE(where.ok());
-  BOOST_TEST(where->predecessor == co::contender_key("q", a));
+  BOOST_TEST(where->present);
+  BOOST_TEST(where->predecessor == co::contender_key("q", b));
+  BOOST_REQUIRE(client->leases().revoke(b).ok());
+  BOOST_TEST(co::place(*client, "q", key, joined.created)->predecessor ==
+             co::contender_key("q", a));
   BOOST_REQUIRE(client->leases().revoke(a).ok());
-  where = co::place(*client, "q", key, joined->created);
+  where = co::place(*client, "q", key, joined.created);
   BOOST_TEST(where->present);
   BOOST_TEST(where->head);
   BOOST_TEST(where->predecessor.empty());
@@ -124,11 +132,18 @@ BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixtur
   auto revision = client->info()->revision;
   BOOST_TEST(co::join(*client, "q", key, "again", mine).code() == Errc::already_exists);
   BOOST_TEST(client->info()->revision == revision);
-  BOOST_TEST(client->get(key)->value().value == "mine");
-  // Our key gone (or created anew by someone else): not present.
-  BOOST_TEST(!co::place(*client, "q", key, joined->created + 1)->present);
+  BOOST_TEST(client->get(key)->value().value == "v");
+  // A key outside the name is refused.
+  BOOST_TEST(co::join(*client, "other", key, "v", mine).code() == Errc::invalid_argument);
+  // Our key created anew by someone else, or gone: not present.
+  BOOST_TEST(!co::place(*client, "q", key, joined.created + 1)->present);
   BOOST_REQUIRE(client->del(key).ok());
-  BOOST_TEST(!co::place(*client, "q", key, joined->created)->present);
+  BOOST_TEST(!co::place(*client, "q", key, joined.created)->present);
+  // Our lease ended, not reaped yet: not present either.
+  zaris::LeaseId brief = lease(1s);
+  auto short_lived = join(brief);
+  clock->advance(1s);
+  BOOST_TEST(!co::place(*client, "q", co::contender_key("q", brief), short_lived.created)->present);
 }
 
 BOOST_FIXTURE_TEST_CASE(try_lock_and_timeout, SegmentFixture) {
