@@ -93,6 +93,22 @@ inline int wait_exit(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The same, waiting at most `limit`: -1 (and the child killed) if it is
+// still running then.
+inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return -1;
+    }
+    ::usleep(1000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 inline SegmentOptions small_segment() {
   SegmentOptions options;
   options.max_leases = 64;

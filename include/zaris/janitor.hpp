@@ -30,7 +30,8 @@ class Janitor {
   Janitor(const Janitor&) = delete;
   Janitor& operator=(const Janitor&) = delete;
 
-  // Stops the work and steps down; idempotent.
+  // Stops the work and steps down; idempotent. In a child of fork() its copy
+  // does nothing: the threads and the role are the parent's.
   void stop();
   // False once it stopped by itself (it lost the role: see the log).
   bool running() const;

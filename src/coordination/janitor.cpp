@@ -1,5 +1,7 @@
 #include "zaris/janitor.hpp"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -50,7 +52,7 @@ class Counted {
 class Janitor::Impl {
  public:
   Impl(Client& client, JanitorOptions options)
-      : engine_(client.impl_->engine), options_(std::move(options)) {}
+      : engine_(client.impl_->engine), options_(std::move(options)), owner_pid_(::getpid()) {}
 
   void start() {
     std::lock_guard guard(threads_mutex_);
@@ -58,6 +60,15 @@ class Janitor::Impl {
   }
 
   void stop() {
+    if (::getpid() != owner_pid_) {
+      // A copy made by fork(): its threads do not exist here (and its mutexes
+      // may have been held by them), and the role is the parent's. Never
+      // join or destroy the threads: leave them, and the role, alone.
+      static auto* orphaned = new std::vector<std::thread>;  // never destroyed, by design
+      for (std::thread& t : threads_) orphaned->push_back(std::move(t));
+      threads_.clear();
+      return;
+    }
     std::lock_guard guard(stop_mutex_);
     if (stopped_) return;
     stop_word_.store(1, std::memory_order_release);
@@ -121,7 +132,8 @@ class Janitor::Impl {
       words.reserve(segment::kFutexWaitMax);
       words.push_back({reinterpret_cast<std::uint32_t*>(&stop_word_), 0});
       words.push_back({reinterpret_cast<std::uint32_t*>(&registry.seq), registry_seq});
-      if (index == 0) words.push_back({reinterpret_cast<std::uint32_t*>(&janitor.seq), janitor_seq});
+      if (index == 0)
+        words.push_back({reinterpret_cast<std::uint32_t*>(&janitor.seq), janitor_seq});
       const std::size_t first = index * kOwnersPerThread;
       bool dead_seen = false;
       for (std::size_t i = first; i < pass->owners.size() && i < first + kOwnersPerThread; ++i) {
@@ -135,8 +147,8 @@ class Janitor::Impl {
       if (dead_seen) continue;
       const std::size_t owners_from = index == 0 ? 3 : 2;
       std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
-      int woke = segment::futex_wait_any(words.data(), static_cast<std::uint32_t>(words.size()),
-                                         until);
+      int woke =
+          segment::futex_wait_any(words.data(), static_cast<std::uint32_t>(words.size()), until);
       if (woke == -2) {
         // No futex_waitv: deaths are found by looking, every 10 ms.
         segment::futex_wait_until(index == 0 ? janitor.seq : registry.seq,
@@ -162,6 +174,7 @@ class Janitor::Impl {
 
   Engine& engine_;
   JanitorOptions options_;
+  const pid_t owner_pid_;  // the process whose threads these are
   std::atomic<std::uint32_t> stop_word_{0};
   std::atomic<bool> running_{true};
   std::mutex stop_mutex_;

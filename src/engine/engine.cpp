@@ -1,5 +1,6 @@
 #include "engine/engine.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,8 +10,10 @@
 #include <cstring>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
@@ -88,6 +91,36 @@ std::chrono::nanoseconds remaining_of(const LeaseSlot& lease, std::int64_t now) 
 
 }  // namespace
 
+namespace {
+
+// The Engines of this process, for the fork handlers. Never destroyed: a
+// fork may come after static destructors have run.
+struct Engines {
+  std::mutex mutex;
+  std::vector<Engine*> all;
+};
+
+Engines& engines() {
+  static Engines* e = new Engines;
+  return *e;
+}
+
+}  // namespace
+
+void Engine::fork_prepare() noexcept {
+  Engines& e = engines();
+  e.mutex.lock();
+  // Waits for any registration under way (bounded by its lock timeout).
+  for (Engine* engine : e.all) engine->registration_mutex_.lock();
+}
+
+void Engine::fork_done() noexcept {
+  // In the parent, and in the child, where the forking thread holds them.
+  Engines& e = engines();
+  for (Engine* engine : e.all) engine->registration_mutex_.unlock();
+  e.mutex.unlock();
+}
+
 Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
     : mapping_(std::move(mapping)),
       layout_(mapping_->layout()),
@@ -96,7 +129,13 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       channels_(reinterpret_cast<segment::Channels*>(mapping_->base() + layout_.channels_offset)),
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
-      lock_timeout_(options.lock_timeout) {}
+      lock_timeout_(options.lock_timeout) {
+  static std::once_flag handlers;
+  std::call_once(handlers, [] { ::pthread_atfork(fork_prepare, fork_done, fork_done); });
+  Engines& e = engines();
+  std::lock_guard guard(e.mutex);
+  e.all.push_back(this);
+}
 
 std::int64_t Engine::now() const noexcept {
   std::int64_t t = clock_ ? clock_->now_ns() : MonotonicClock().now_ns();
@@ -1108,6 +1147,11 @@ constexpr std::uint32_t kRefreshBudget = 512;
 }  // namespace
 
 Engine::~Engine() {
+  {
+    Engines& e = engines();
+    std::lock_guard guard(e.mutex);
+    std::erase(e.all, this);
+  }
   stop_liveness();
 }
 
@@ -1398,6 +1442,8 @@ void Engine::resign_janitor() {
   std::uint32_t mine;
   {
     std::lock_guard guard(registration_mutex_);
+    // In a child of fork() the registration, and the role, are the parent's.
+    if (reg_pid_ != segment::self_pid()) return;
     mine = reg_slot_;
   }
   if (mine == kNone) return;

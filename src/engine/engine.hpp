@@ -188,6 +188,12 @@ class Engine {
   std::shared_ptr<const Clock> clock_;
   std::chrono::nanoseconds lock_timeout_;
 
+  // fork(): every Engine's registration_mutex_ is held across it (a
+  // pthread_atfork handler), so that no child inherits one locked by a thread
+  // it does not have.
+  static void fork_prepare() noexcept;
+  static void fork_done() noexcept;
+
   // This client's registration; guarded by registration_mutex_.
   std::mutex registration_mutex_;
   std::uint32_t reg_slot_ = kNone;

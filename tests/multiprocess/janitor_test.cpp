@@ -294,4 +294,28 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
   f.require_consistent();
 }
 
+// A child of fork() that destroys its copy of a Janitor neither joins
+// threads it does not have nor gives up its parent's role.
+BOOST_FIXTURE_TEST_CASE(a_forked_copy_leaves_the_parents_janitor_alone, SharedClockFixture) {
+  auto janitor = Janitor::start(*client, quiet());
+  BOOST_REQUIRE(janitor.ok());
+  const pid_t self = ::getpid();
+  pid_t child = zaris::test::fork_child([&] {
+    janitor->reset();
+    return client->info()->janitor_pid.value_or(-1) == self ? 0 : 2;
+  });
+  BOOST_TEST(zaris::test::wait_exit_within(child, 10s) == 0);
+  BOOST_TEST((*janitor)->running());
+  BOOST_TEST(client->info()->janitor_pid.value_or(-1) == self);
+  // And it still works: an expiry nobody touches is reaped.
+  auto lease = client->leases().grant(1s);
+  BOOST_REQUIRE(lease.ok());
+  BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*lease)).ok());
+  clock->advance(1s);
+  BOOST_TEST(eventually([&] { return client->info()->leases_used == 0u; }));
+  janitor->reset();
+  BOOST_TEST(!client->info()->janitor_pid.has_value());
+  require_consistent();
+}
+
 BOOST_AUTO_TEST_SUITE_END()

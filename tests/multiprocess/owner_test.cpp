@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "segment/crash_point.hpp"
 #include "segment/layout.hpp"
 #include "segment/process.hpp"
 #include "support.hpp"
@@ -55,9 +56,8 @@ bool wait_ready(Shared* shared, int value = 1) {
 
 // In a child: grants a lease (bound or not) on its own client, puts `key`
 // under it, reports the lease and then waits to be killed.
-pid_t owner_child(const std::string& segment, const zaris::ClientOptions& options,
-                  Shared* shared, const std::string& key, bool bound,
-                  std::chrono::nanoseconds ttl = 60s) {
+pid_t owner_child(const std::string& segment, const zaris::ClientOptions& options, Shared* shared,
+                  const std::string& key, bool bound, std::chrono::nanoseconds ttl = 60s) {
   return zaris::test::fork_child([=] {
     auto client = Client::open(segment, options);
     if (!client) return 1;
@@ -80,7 +80,8 @@ std::optional<zaris::Event> next_delete(zaris::Watcher& watcher) {
       return std::nullopt;
     }
     for (auto& e : *events) {
-      BOOST_TEST_MESSAGE("event " << zaris::event_type_name(e.type) << " " << e.kv.key << " " << e.revision);
+      BOOST_TEST_MESSAGE("event " << zaris::event_type_name(e.type) << " " << e.kv.key << " "
+                                  << e.revision);
       if (e.type == EventType::del) return e;
     }
   }
@@ -371,7 +372,8 @@ BOOST_FIXTURE_TEST_CASE(pid_reuse_cannot_make_a_dead_owner_look_alive, SegmentFi
     auto* leases = reinterpret_cast<zaris::segment::LeaseSlot*>(base + layout.leases_offset);
     auto& slot = leases[lease.value() & ((std::uint64_t{1} << layout.lease_slot_bits) - 1)];
     BOOST_REQUIRE(slot.id.load() == lease.value());
-    auto* processes = reinterpret_cast<zaris::segment::ProcessSlot*>(base + layout.processes_offset);
+    auto* processes =
+        reinterpret_cast<zaris::segment::ProcessSlot*>(base + layout.processes_offset);
     processes[slot.owner].pid = static_cast<std::uint32_t>(::getpid());
     processes[slot.owner].start_time = zaris::segment::process_start_time(::getpid());
     ::munmap(map, static_cast<std::size_t>(st.st_size));
@@ -385,6 +387,65 @@ BOOST_FIXTURE_TEST_CASE(pid_reuse_cannot_make_a_dead_owner_look_alive, SegmentFi
   }
   require_consistent();
   ::munmap(shared, sizeof(Shared));
+}
+
+int thread_count() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+// fork() while another thread registers the client (its liveness thread
+// waiting for the segment lock, which a stopped process holds): the child
+// does not inherit the registration locked by a thread it does not have, and
+// its own bound grant returns.
+BOOST_FIXTURE_TEST_CASE(a_fork_during_registration_leaves_the_child_working, SegmentFixture) {
+  pid_t holder = zaris::test::fork_child([&] {
+    auto child = Client::open(name, options());
+    if (!child) return 1;
+    zaris::segment::crash::arm(1, SIGSTOP);  // freezes holding the lock
+    return child->put("from-holder", "v").ok() ? 0 : 2;
+  });
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid <= 0) return;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{holder};
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(holder, &status, WUNTRACED) == holder);
+  BOOST_REQUIRE(WIFSTOPPED(status));
+
+  zaris::ClientOptions impatient = options();
+  impatient.lock_timeout = 1s;
+  auto own = Client::open(name, impatient);
+  BOOST_REQUIRE(own.ok());
+  const int before = thread_count();
+  std::thread registering([&] {
+    auto lease = own->leases().grant(10s, GrantOptions::bound());
+    BOOST_CHECK(lease.code() == Errc::busy);
+  });
+  // Its liveness thread exists once it holds the registration.
+  auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (thread_count() < before + 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(100us);
+  BOOST_TEST(thread_count() >= before + 2);
+  pid_t child = zaris::test::fork_child([&] {
+    auto lease = own->leases().grant(10s, GrantOptions::bound());
+    return lease.code() == Errc::busy ? 0 : 3;
+  });
+  BOOST_TEST(zaris::test::wait_exit_within(child, 20s) == 0);
+  registering.join();
+  ::kill(holder, SIGCONT);
+  BOOST_TEST(wait_exit(holder) == 0);
+  reaper.pid = 0;
+  // The parent's client registers once the lock is free.
+  BOOST_TEST(own->leases().grant(10s, GrantOptions::bound()).ok());
+  require_consistent();
 }
 
 BOOST_AUTO_TEST_SUITE_END()
