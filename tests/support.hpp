@@ -14,6 +14,7 @@
 #include <random>
 #include <string>
 
+#include "segment/crash_point.hpp"
 #include "zaris/zaris.hpp"
 
 namespace zaris {
@@ -108,6 +109,46 @@ inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+#ifdef ZARIS_CRASH_POINTS
+// A child that freezes (SIGSTOP) holding the segment lock, half-way through
+// putting "from-holder"; it is killed at the end of the scope unless
+// resumed. Only with the crash-point build of the library.
+class StoppedHolder {
+ public:
+  StoppedHolder(const std::string& segment, const ClientOptions& options) {
+    pid_ = fork_child([&] {
+      auto child = Client::open(segment, options);
+      if (!child) return 1;
+      segment::crash::arm(1, SIGSTOP);
+      return child->put("from-holder", "v").ok() ? 0 : 2;
+    });
+    int status = 0;
+    stopped_ = ::waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status);
+  }
+  ~StoppedHolder() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  StoppedHolder(const StoppedHolder&) = delete;
+  StoppedHolder& operator=(const StoppedHolder&) = delete;
+
+  bool stopped() const { return stopped_; }
+  pid_t pid() const { return pid_; }
+  // Lets it finish; returns its exit status (0: its put went through).
+  int resume() {
+    ::kill(pid_, SIGCONT);
+    int status = wait_exit(pid_);
+    pid_ = 0;
+    return status;
+  }
+
+ private:
+  pid_t pid_ = 0;
+  bool stopped_ = false;
+};
+#endif
 
 inline SegmentOptions small_segment() {
   SegmentOptions options;

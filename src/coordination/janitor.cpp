@@ -83,7 +83,9 @@ class Janitor::Impl {
       }
       if (t.joinable()) t.join();
     }
-    engine_.resign_janitor();
+    if (auto resigned = engine_.resign_janitor(); !resigned)
+      log("cannot step down (" + resigned.error().message +
+          "): the role stays with this process until it exits");
     stopped_ = true;
   }
 

@@ -1420,8 +1420,13 @@ Result<void> Engine::claim_janitor() {
   }
   return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<void> {
     StoreState& st = store_.state();
-    if (st.janitor_slot == mine && st.janitor_generation == generation)
-      return Error{Errc::already_exists, "this client already runs the segment's janitor"};
+    if (st.janitor_slot == mine && st.janitor_generation == generation) {
+      if (janitor_active_.load(std::memory_order_acquire))
+        return Error{Errc::already_exists, "this client already runs the segment's janitor"};
+      // Ours still, from a janitor that could not step down: take it up again.
+      janitor_active_.store(true, std::memory_order_release);
+      return {};
+    }
     if (st.janitor_slot != kNone && st.janitor_slot != mine) {
       ProcessSlot& other = store_.process(st.janitor_slot);
       if (other.generation == st.janitor_generation && store_.process_alive(other))
@@ -1434,20 +1439,22 @@ Result<void> Engine::claim_janitor() {
     tx.set(st.janitor_slot, mine);
     tx.set(st.janitor_generation, generation);
     tx.set(p.flags, p.flags | segment::kProcessJanitor);
+    janitor_active_.store(true, std::memory_order_release);
     return {};
   });
 }
 
-void Engine::resign_janitor() {
+Result<void> Engine::resign_janitor() {
   std::uint32_t mine;
   {
     std::lock_guard guard(registration_mutex_);
     // In a child of fork() the registration, and the role, are the parent's.
-    if (reg_pid_ != segment::self_pid()) return;
+    if (reg_pid_ != segment::self_pid()) return {};
     mine = reg_slot_;
   }
-  if (mine == kNone) return;
-  (void)locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
+  if (mine == kNone) return {};
+  janitor_active_.store(false, std::memory_order_release);
+  return locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
     StoreState& st = store_.state();
     if (st.janitor_slot != mine) return {};
     tx.set(st.janitor_slot, kNone);

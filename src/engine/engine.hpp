@@ -110,8 +110,10 @@ class Engine {
   // Channels the janitor sleeps on (sleepers counted by the caller).
   segment::Channel& janitor_channel() const { return channels_->janitor; }
   segment::Channel& registry_channel() const { return channels_->registry; }
-  // Steps down as janitor (no-op if not it).
-  void resign_janitor();
+  // Steps down as janitor (no-op if not it). Fails if the segment lock cannot
+  // be had: the role then stays with this process, which can take it up again
+  // (claim_janitor) or frees it by exiting.
+  Result<void> resign_janitor();
 
  private:
   enum class Reap { no, yes };
@@ -200,6 +202,9 @@ class Engine {
   std::uint32_t reg_generation_ = 0;
   int reg_pid_ = 0;
   std::unique_ptr<std::thread> liveness_;
+  // A Janitor of this client is running (the role may outlive it if it
+  // could not step down).
+  std::atomic<bool> janitor_active_{false};
   std::atomic<std::uint32_t> liveness_stop_{0};
 };
 

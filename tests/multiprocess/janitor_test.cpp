@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "segment/crash_point.hpp"
 #include "support.hpp"
@@ -292,6 +294,44 @@ BOOST_AUTO_TEST_CASE(killed_mid_work_the_next_one_carries_on) {
   BOOST_TEST(f.client->info()->keys_used == 0u);
   last->reset();
   f.require_consistent();
+}
+
+// A janitor stopped while a stuck process holds the segment lock cannot step
+// down: it says so, the role stays with its process (no other janitor can
+// start while it lives), and its client can take the role up again.
+BOOST_FIXTURE_TEST_CASE(a_janitor_that_cannot_step_down_says_so, SharedClockFixture) {
+  zaris::ClientOptions impatient = options();
+  impatient.lock_timeout = 100ms;
+  auto own = Client::open(name, impatient);
+  BOOST_REQUIRE(own.ok());
+  std::mutex log_mutex;
+  std::vector<std::string> log;
+  zaris::JanitorOptions logged{[&](std::string_view line) {
+    std::lock_guard guard(log_mutex);
+    log.emplace_back(line);
+  }};
+  auto janitor = Janitor::start(*own, logged);
+  BOOST_REQUIRE(janitor.ok());
+  {
+    zaris::test::StoppedHolder holder(name, options());
+    BOOST_REQUIRE(holder.stopped());
+    janitor->reset();
+    {
+      std::lock_guard guard(log_mutex);
+      BOOST_TEST((!log.empty() && log.back().find("cannot step down") != std::string::npos),
+                 "last log line: " << (log.empty() ? "" : log.back()));
+    }
+    BOOST_REQUIRE(holder.resume() == 0);
+  }
+  BOOST_TEST(client->info()->janitor_pid.value_or(-1) == ::getpid());
+  auto other = Janitor::start(*client, quiet());  // another client: the role is taken
+  BOOST_TEST(other.code() == Errc::already_exists);
+  auto again = Janitor::start(*own, quiet());
+  BOOST_REQUIRE(again.ok());
+  BOOST_TEST(Janitor::start(*own, quiet()).code() == Errc::already_exists);  // once at a time
+  again->reset();
+  BOOST_TEST(!client->info()->janitor_pid.has_value());
+  require_consistent();
 }
 
 // A child of fork() that destroys its copy of a Janitor neither joins

@@ -402,23 +402,8 @@ int thread_count() {
 // does not inherit the registration locked by a thread it does not have, and
 // its own bound grant returns.
 BOOST_FIXTURE_TEST_CASE(a_fork_during_registration_leaves_the_child_working, SegmentFixture) {
-  pid_t holder = zaris::test::fork_child([&] {
-    auto child = Client::open(name, options());
-    if (!child) return 1;
-    zaris::segment::crash::arm(1, SIGSTOP);  // freezes holding the lock
-    return child->put("from-holder", "v").ok() ? 0 : 2;
-  });
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } reaper{holder};
-  int status = 0;
-  BOOST_REQUIRE(::waitpid(holder, &status, WUNTRACED) == holder);
-  BOOST_REQUIRE(WIFSTOPPED(status));
+  zaris::test::StoppedHolder holder(name, options());
+  BOOST_REQUIRE(holder.stopped());
 
   zaris::ClientOptions impatient = options();
   impatient.lock_timeout = 1s;
@@ -440,9 +425,7 @@ BOOST_FIXTURE_TEST_CASE(a_fork_during_registration_leaves_the_child_working, Seg
   });
   BOOST_TEST(zaris::test::wait_exit_within(child, 20s) == 0);
   registering.join();
-  ::kill(holder, SIGCONT);
-  BOOST_TEST(wait_exit(holder) == 0);
-  reaper.pid = 0;
+  BOOST_TEST(holder.resume() == 0);
   // The parent's client registers once the lock is free.
   BOOST_TEST(own->leases().grant(10s, GrantOptions::bound()).ok());
   require_consistent();

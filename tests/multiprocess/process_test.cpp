@@ -68,26 +68,9 @@ BOOST_FIXTURE_TEST_CASE(a_holder_killed_mid_operation_is_repaired, SegmentFixtur
 BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixture) {
   auto lease = client->leases().grant(10s);
   BOOST_REQUIRE(lease.ok());
-  pid_t pid = zaris::test::fork_child([&] {
-    auto child = Client::open(name, options());
-    if (!child) return 1;
-    zaris::segment::crash::arm(1, SIGSTOP);  // freezes holding the lock
-    return child->put("from-child", "v").ok() ? 0 : 2;
-  });
-  // Whatever happens below, the child does not stay stopped.
-  struct Reaper {
-    pid_t pid;
-    ~Reaper() {
-      if (pid <= 0) return;  // already reaped
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  };
-  int status = 0;
-  BOOST_REQUIRE(::waitpid(pid, &status, WUNTRACED) == pid);
-  BOOST_REQUIRE(WIFSTOPPED(status));
+  zaris::test::StoppedHolder holder(name, options());
+  BOOST_REQUIRE(holder.stopped());
   {
-    Reaper reaper{pid};
     zaris::ClientOptions impatient = options();
     impatient.lock_timeout = 50ms;
     auto waiting = Client::open(name, impatient);
@@ -95,15 +78,14 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
     auto busy = waiting->put("k", "v");
     BOOST_REQUIRE(busy.code() == Errc::busy);
     std::printf("a stopped holder, as a user sees it: %s\n", busy.error().message.c_str());
-    BOOST_TEST(busy.error().message.find("pid " + std::to_string(pid)) != std::string::npos);
+    BOOST_TEST(busy.error().message.find("pid " + std::to_string(holder.pid())) !=
+               std::string::npos);
     BOOST_TEST(waiting->get("k").code() == Errc::busy);
     // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
     BOOST_TEST(waiting->leases().keep_alive(*lease).ok());
-    ::kill(pid, SIGCONT);
-    BOOST_REQUIRE(wait_exit(pid) == 0);
-    reaper.pid = 0;
+    BOOST_REQUIRE(holder.resume() == 0);
     BOOST_TEST(waiting->put("k", "v").ok());
-    BOOST_TEST(waiting->get("from-child")->has_value());
+    BOOST_TEST(waiting->get("from-holder")->has_value());
   }
   require_consistent();
 }
