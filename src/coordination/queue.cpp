@@ -19,6 +19,21 @@ bool is_contender(std::string_view key, std::size_t prefix_size) {
   return true;
 }
 
+// NAME/ as the head of `key`, without building it; empty if `key` is not
+// under NAME/.
+std::string_view prefix_in(std::string_view name, std::string_view key) {
+  if (key.size() <= name.size() || !key.starts_with(name) || key[name.size()] != '/') return {};
+  return key.substr(0, name.size() + 1);
+}
+
+Result<std::string_view> queue_prefix(std::string_view name, std::string_view key) {
+  std::string_view prefix = prefix_in(name, key);
+  if (prefix.empty())
+    return Error{Errc::invalid_argument,
+                 "key " + std::string(key) + " is not under " + std::string(name) + "/"};
+  return prefix;
+}
+
 Place place_of(engine::Engine::QueueView&& view, std::uint64_t created) {
   Place where;
   where.created = created;
@@ -39,8 +54,10 @@ std::string contender_key(std::string_view name, LeaseId lease) {
 
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease) {
+  auto prefix = queue_prefix(name, key);
+  if (!prefix) return std::move(prefix).error();
   auto view = detail::ClientAccess::engine(client).put_and_view(
-      key, value, Put::absent().and_lease(lease), prefix_of(name), is_contender);
+      key, value, Put::absent().and_lease(lease), *prefix, is_contender);
   if (!view) {
     if (view.code() == Errc::already_exists)
       return Error{Errc::already_exists,
@@ -54,7 +71,9 @@ Result<Place> join(Client& client, std::string_view name, const std::string& key
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created) {
-  auto view = detail::ClientAccess::engine(client).queue_view(prefix_of(name), key, is_contender);
+  auto prefix = queue_prefix(name, key);
+  if (!prefix) return std::move(prefix).error();
+  auto view = detail::ClientAccess::engine(client).queue_view(*prefix, key, is_contender);
   if (!view) return std::move(view).error();
   return place_of(std::move(*view), created);
 }

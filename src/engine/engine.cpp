@@ -1058,7 +1058,7 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
       tx.set(st.revision, st.revision + 1);
       emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot), st.revision);
       note_key_hash(probe.hash32);
-      store_.remove_key(tx, probe.slot);
+      store_.remove_key(tx, probe);
       return DeleteResult{st.revision, 1};
     }
     // Is there anything to delete? Then record the intent, so that a holder

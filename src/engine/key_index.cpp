@@ -249,12 +249,17 @@ void Store::set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id) {
 }
 
 void Store::remove_key(Tx& tx, std::uint32_t slot) {
+  Probe probe = find(key_bytes(key(slot)));
+  if (probe.slot != slot) abort_corrupt("hash index does not reach a key");
+  remove_key(tx, probe);
+}
+
+void Store::remove_key(Tx& tx, const Probe& probe) {
   StoreState& st = *state_;
+  const std::uint32_t slot = probe.slot;
   KeySlotHeader& k = key(slot);
   if (k.used != 1) abort_corrupt("removing a free key slot");
   std::string_view name = key_bytes(k);
-  Probe probe = find(name);
-  if (probe.slot != slot) abort_corrupt("hash index does not reach a key");
   hash_remove(tx, probe.bucket);
   skip_remove(tx, slot, name);
   if (k.lease_id != 0) lease_list_unlink(tx, slot);

@@ -107,6 +107,8 @@ class Store {
                            std::uint64_t revision);
   // Unlinks the key from the hash, the skip list and its lease, and frees it.
   void remove_key(Tx& tx, std::uint32_t slot);
+  // The same for the key `probe` (from find()) found.
+  void remove_key(Tx& tx, const Probe& probe);
   // Attaches the key to lease `lease_id` (0: none), detaching it from its old one.
   void set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id);
   // The first key slot whose key is >= `key` in byte order, or kNone.
