@@ -177,6 +177,14 @@ struct SegmentFixture {
     client_options.clock = clock;
     return client_options;
   }
+  // Another client of this segment that waits at most `lock_timeout` for its lock.
+  Client impatient_client(std::chrono::milliseconds lock_timeout) const {
+    ClientOptions client_options = options();
+    client_options.lock_timeout = lock_timeout;
+    auto opened = Client::open(name, client_options);
+    BOOST_REQUIRE_MESSAGE(opened.ok(), (opened.ok() ? std::string() : opened.error().message));
+    return std::move(*opened);
+  }
 
   // The segment is consistent: check() finds nothing.
   void require_consistent() {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <sys/stat.h>
@@ -405,10 +406,7 @@ BOOST_FIXTURE_TEST_CASE(a_fork_during_registration_leaves_the_child_working, Seg
   zaris::test::StoppedHolder holder(name, options());
   BOOST_REQUIRE(holder.stopped());
 
-  zaris::ClientOptions impatient = options();
-  impatient.lock_timeout = 1s;
-  auto own = Client::open(name, impatient);
-  BOOST_REQUIRE(own.ok());
+  auto own = std::make_optional(impatient_client(1s));
   const int before = thread_count();
   std::atomic<int> registered{-1};  // the grant's Errc, read after join
   std::thread registering([&] {

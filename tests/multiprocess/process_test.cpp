@@ -71,21 +71,18 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
   zaris::test::StoppedHolder holder(name, options());
   BOOST_REQUIRE(holder.stopped());
   {
-    zaris::ClientOptions impatient = options();
-    impatient.lock_timeout = 50ms;
-    auto waiting = Client::open(name, impatient);
-    BOOST_REQUIRE(waiting.ok());
-    auto busy = waiting->put("k", "v");
+    Client waiting = impatient_client(50ms);
+    auto busy = waiting.put("k", "v");
     BOOST_REQUIRE(busy.code() == Errc::busy);
     std::printf("a stopped holder, as a user sees it: %s\n", busy.error().message.c_str());
     BOOST_TEST(busy.error().message.find("pid " + std::to_string(holder.pid())) !=
                std::string::npos);
-    BOOST_TEST(waiting->get("k").code() == Errc::busy);
+    BOOST_TEST(waiting.get("k").code() == Errc::busy);
     // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
-    BOOST_TEST(waiting->leases().keep_alive(*lease).ok());
+    BOOST_TEST(waiting.leases().keep_alive(*lease).ok());
     BOOST_REQUIRE(holder.resume() == 0);
-    BOOST_TEST(waiting->put("k", "v").ok());
-    BOOST_TEST(waiting->get("from-holder")->has_value());
+    BOOST_TEST(waiting.put("k", "v").ok());
+    BOOST_TEST(waiting.get("from-holder")->has_value());
   }
   require_consistent();
 }
