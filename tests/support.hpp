@@ -97,6 +97,7 @@ inline int wait_exit(pid_t pid) {
 // The same, waiting at most `limit`: -1 (and the child killed) if it is
 // still running then.
 inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
+  if (pid <= 0) return -1;  // no child (fork failed): never waitpid(-1) nor kill(-1)
   auto give_up = std::chrono::steady_clock::now() + limit;
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) != pid) {
@@ -123,8 +124,13 @@ class StoppedHolder {
       segment::crash::arm(1, SIGSTOP);
       return child->put("from-holder", "v").ok() ? 0 : 2;
     });
+    if (pid_ <= 0) {
+      pid_ = 0;  // fork failed: nothing to wait for or kill
+      return;
+    }
     int status = 0;
     stopped_ = ::waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status);
+    if (!stopped_) pid_ = 0;  // it ended (and was reaped): its pid is no longer ours
   }
   ~StoppedHolder() {
     if (pid_ <= 0) return;
@@ -138,6 +144,7 @@ class StoppedHolder {
   pid_t pid() const { return pid_; }
   // Lets it finish; returns its exit status (0: its put went through).
   int resume() {
+    if (pid_ <= 0) return -1;
     ::kill(pid_, SIGCONT);
     int status = wait_exit(pid_);
     pid_ = 0;

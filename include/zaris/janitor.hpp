@@ -30,8 +30,9 @@ class Janitor {
   Janitor(const Janitor&) = delete;
   Janitor& operator=(const Janitor&) = delete;
 
-  // Stops the work and steps down; idempotent. In a child of fork() its copy
-  // does nothing: the threads and the role are the parent's.
+  // Stops the work and steps down; idempotent. In a child of fork() the copy
+  // does nothing (and running() is false): the threads and the role are the
+  // parent's, and destroying the copy frees nothing.
   void stop();
   // False once it stopped by itself (it lost the role: see the log).
   bool running() const;

@@ -59,16 +59,12 @@ class Janitor::Impl {
     threads_.emplace_back([this] { work(0); });
   }
 
+  // A copy made by fork(): its threads do not exist here (its mutexes and
+  // thread list may have been in use by them at the fork), and the role is
+  // the parent's. Such a copy is never touched: see Janitor.
+  bool forked() const { return ::getpid() != owner_pid_; }
+
   void stop() {
-    if (::getpid() != owner_pid_) {
-      // A copy made by fork(): its threads do not exist here (and its mutexes
-      // may have been held by them), and the role is the parent's. Never
-      // join or destroy the threads: leave them, and the role, alone.
-      static auto* orphaned = new std::vector<std::thread>;  // never destroyed, by design
-      for (std::thread& t : threads_) orphaned->push_back(std::move(t));
-      threads_.clear();
-      return;
-    }
     std::lock_guard guard(stop_mutex_);
     if (stopped_) return;
     stop_word_.store(1, std::memory_order_release);
@@ -85,7 +81,8 @@ class Janitor::Impl {
     }
     if (auto resigned = engine_.resign_janitor(); !resigned)
       log("cannot step down (" + resigned.error().message +
-          "): the role stays with this process until it exits");
+          "): the role stays with this client until it is destroyed, its process ends or it "
+          "starts a janitor again");
     stopped_ = true;
   }
 
@@ -189,25 +186,35 @@ class Janitor::Impl {
 Janitor::Janitor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Janitor::~Janitor() {
-  if (impl_) impl_->stop();
+  if (!impl_) return;
+  if (impl_->forked()) {
+    (void)impl_.release();  // the parent's: neither stopped nor destroyed here
+    return;
+  }
+  impl_->stop();
 }
 
 Result<std::unique_ptr<Janitor>> Janitor::start(Client& client, JanitorOptions options) {
   auto impl = std::make_unique<Impl>(client, std::move(options));
   if (auto claimed = client.impl_->engine.claim_janitor(); !claimed)
     return std::move(claimed).error();
-  impl->log("janitor of " + client.impl_->engine.mapping().path() + " (pid " +
-            std::to_string(segment::self_pid()) + ")");
-  impl->start();
+  try {
+    impl->log("janitor of " + client.impl_->engine.mapping().path() + " (pid " +
+              std::to_string(segment::self_pid()) + ")");
+    impl->start();
+  } catch (...) {
+    (void)client.impl_->engine.resign_janitor();
+    return Error{Errc::io_error, "cannot start the janitor's thread"};
+  }
   return std::unique_ptr<Janitor>(new Janitor(std::move(impl)));
 }
 
 void Janitor::stop() {
-  impl_->stop();
+  if (!impl_->forked()) impl_->stop();
 }
 
 bool Janitor::running() const {
-  return impl_->running();
+  return !impl_->forked() && impl_->running();
 }
 
 }  // namespace zaris

@@ -131,7 +131,12 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       clock_(options.clock),
       lock_timeout_(options.lock_timeout) {
   static std::once_flag handlers;
-  std::call_once(handlers, [] { ::pthread_atfork(fork_prepare, fork_done, fork_done); });
+  std::call_once(handlers, [] {
+    // The pid cache's own handler first, now: registered lazily, it could be
+    // registered during a fork our prepare handler holds up, and be missed.
+    (void)segment::self_pid();
+    ::pthread_atfork(fork_prepare, fork_done, fork_done);
+  });
   Engines& e = engines();
   std::lock_guard guard(e.mutex);
   e.all.push_back(this);
@@ -1338,6 +1343,7 @@ struct Engine::Started {
 };
 
 void Engine::liveness_main(std::shared_ptr<Started> started) {
+  ::pthread_setname_np(::pthread_self(), "zaris-liveness");  // as ps -L and top show it
   auto registered = register_locked();
   const bool ok = registered.ok();
   {
@@ -1359,8 +1365,8 @@ void Engine::liveness_main(std::shared_ptr<Started> started) {
 }
 
 Result<void> Engine::ensure_registered() {
-  std::lock_guard guard(registration_mutex_);
   const int self = segment::self_pid();
+  std::lock_guard guard(registration_mutex_);
   if (liveness_ && reg_pid_ == self) return {};
   if (liveness_) {
     // A child of fork(): the registration and its thread are the parent's.
@@ -1453,8 +1459,9 @@ Result<void> Engine::resign_janitor() {
     mine = reg_slot_;
   }
   if (mine == kNone) return {};
-  janitor_active_.store(false, std::memory_order_release);
-  return locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
+  // Cleared under the segment lock, which claim_janitor reads it under too.
+  auto resigned = locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
+    janitor_active_.store(false, std::memory_order_release);
     StoreState& st = store_.state();
     if (st.janitor_slot != mine) return {};
     tx.set(st.janitor_slot, kNone);
@@ -1463,6 +1470,8 @@ Result<void> Engine::resign_janitor() {
     channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
     return {};
   });
+  if (!resigned) janitor_active_.store(false, std::memory_order_release);  // the role stays ours
+  return resigned;
 }
 
 Result<Engine::JanitorPass> Engine::janitor_pass() {
