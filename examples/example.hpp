@@ -15,6 +15,10 @@
 
 namespace example {
 
+// Lines come out in the order they happen, parent's and children's alike,
+// even when the output is a pipe or a file (fully buffered by default).
+inline const bool stdout_line_buffered = std::setvbuf(stdout, nullptr, _IOLBF, 0) == 0;
+
 using Clock = std::chrono::steady_clock;
 
 inline long long ms_since(Clock::time_point start) {
