@@ -19,19 +19,12 @@ bool is_contender(std::string_view key, std::size_t prefix_size) {
   return true;
 }
 
-// NAME/ as the head of `key`, without building it; empty if `key` is not
-// under NAME/.
-std::string_view prefix_in(std::string_view name, std::string_view key) {
-  if (key.size() <= name.size() || !key.starts_with(name) || key[name.size()] != '/') return {};
-  return key.substr(0, name.size() + 1);
-}
-
+// NAME/ as the head of `key`, without building it.
 Result<std::string_view> queue_prefix(std::string_view name, std::string_view key) {
-  std::string_view prefix = prefix_in(name, key);
-  if (prefix.empty())
+  if (key.size() <= name.size() || !key.starts_with(name) || key[name.size()] != '/')
     return Error{Errc::invalid_argument,
                  "key " + std::string(key) + " is not under " + std::string(name) + "/"};
-  return prefix;
+  return key.substr(0, name.size() + 1);
 }
 
 Place place_of(engine::Engine::QueueView&& view, std::uint64_t created) {
