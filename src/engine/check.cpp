@@ -163,14 +163,19 @@ std::vector<std::string> Engine::check_locked() const {
 
     // ---- keys: slots, free list, hash, skip list
     std::uint32_t used = 0;
+    std::uint32_t vacant = 0;
     std::uint64_t with_lease = 0;
     std::vector<std::uint8_t> key_seen(key_hw, 0);
     for (std::uint32_t s = 0; s < key_hw; ++s) {
       const KeySlotHeader& k = store_.key(s);
-      if (k.used == 0) continue;
-      if (k.used != 1) {
+      if (k.used == segment::kKeyFree) continue;
+      if (k.used != segment::kKeyLive && k.used != segment::kKeyVacant) {
         fail("key slot " + n(s) + " has a bad used flag");
         continue;
+      }
+      if (k.used == segment::kKeyVacant) {
+        ++vacant;
+        if (k.lease_id != 0) fail("vacant key slot " + n(s) + " is attached to a lease");
       }
       ++used;
       key_seen[s] = 1;
@@ -194,6 +199,30 @@ std::vector<std::string> Engine::check_locked() const {
     }
     if (used != st.key_count)
       fail("key count is " + n(st.key_count) + " but " + n(used) + " slots are used");
+    if (vacant != st.vacant_count || vacant > segment::kMaxVacantKeys)
+      fail("vacant key count is " + n(st.vacant_count) + " but " + n(vacant) + " slots are vacant");
+    if ((st.vacant_head == kNone) != (vacant == 0)) fail("vacant key list head");
+    if (st.vacant_head != kNone) {
+      // A circle through every vacant slot, newest first, linked both ways.
+      std::uint32_t s = st.vacant_head;
+      for (std::uint32_t step = 0; step < vacant; ++step) {
+        if (s >= key_hw || store_.key(s).used != segment::kKeyVacant) {
+          fail("vacant key list reaches slot " + n(s) + " that is not vacant");
+          break;
+        }
+        const std::uint32_t older = store_.key(s).next_free;
+        if (older >= key_hw || store_.key(older).vacant_prev != s) {
+          fail("vacant key list links of slot " + n(s) + " disagree");
+          break;
+        }
+        s = older;
+        if (step + 1 < vacant && s == st.vacant_head) {
+          fail("vacant key list is shorter than its count");
+          break;
+        }
+      }
+      if (s != st.vacant_head) fail("vacant key list does not close on its head");
+    }
     if (with_lease != keys_on_leases) fail("lease lists and key slots disagree on attachments");
     std::uint32_t free_keys = 0;
     for (std::uint32_t s = st.key_free_head; s != kNone;) {

@@ -902,6 +902,13 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
     if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
   }
   Store::Probe probe = store_.find(key);
+  if (probe.slot == kNone && store_.evict_vacant_for_insert(tx)) {
+    // The slot it freed is about to be written as a fresh one, without undo
+    // records: its removal must not be undone. Readers never saw it.
+    tx.commit();
+    probe = store_.find(key);
+  }
+  const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
@@ -909,7 +916,7 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
     return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
                                               ", not " + std::to_string(*options.if_mod_revision)};
   StoreState& st = store_.state();
-  if (probe.slot != kNone && !exists) {
+  if (probe.slot != kNone && !exists && !vacant) {
     // The key died with its lease and was not reaped yet: its DELETE comes
     // first, in a revision of its own.
     const KeySlotHeader& old = store_.key(probe.slot);
@@ -931,7 +938,9 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
   } else {
     KeySlotHeader& k = store_.key(slot);
     if (!exists) {
-      // The old key died with its lease: this put creates it anew.
+      // The old key was deleted (its slot kept vacant) or died with its
+      // lease: this put creates it anew.
+      if (vacant) store_.revive_key(tx, slot);
       tx.set(k.create_revision, revision);
       tx.set(k.version, std::uint64_t{1});
     } else {
@@ -1063,7 +1072,7 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
       tx.set(st.revision, st.revision + 1);
       emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot), st.revision);
       note_key_hash(probe.hash32);
-      store_.remove_key(tx, probe);
+      store_.vacate_key(tx, probe.slot);
       return DeleteResult{st.revision, 1};
     }
     // Is there anything to delete? Then record the intent, so that a holder
@@ -1113,7 +1122,7 @@ Result<SegmentInfo> Engine::info() {
         info.janitor_pid = static_cast<std::int32_t>(p.pid);
     }
     info.leases_used = st.lease_count;
-    info.keys_used = st.key_count;
+    info.keys_used = st.key_count - std::min(st.vacant_count, st.key_count);
     info.recoveries = st.recoveries;
     return info;
   });

@@ -8,6 +8,9 @@
 namespace zaris::engine {
 
 using segment::abort_corrupt;
+using segment::kKeyFree;
+using segment::kKeyLive;
+using segment::kKeyVacant;
 using segment::kSkipLevels;
 
 namespace {
@@ -77,6 +80,7 @@ std::string_view Store::value_bytes(const KeySlotHeader& k) const {
 }
 
 bool Store::key_visible(const KeySlotHeader& k, std::int64_t now) const {
+  if (k.used != segment::kKeyLive) return false;  // vacant: a deleted key
   if (k.lease_id == 0) return true;
   LeaseSlot& l = lease(lease_slot_of(k.lease_id));
   if (l.id.load(std::memory_order_acquire) != k.lease_id) abort_corrupt("key names a freed lease");
@@ -189,7 +193,7 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   std::uint32_t slot;
   if (st.key_free_head != kNone) {
     slot = st.key_free_head;
-    if (this->key(slot).used != 0) abort_corrupt("key free list holds a slot in use");
+    if (this->key(slot).used != kKeyFree) abort_corrupt("key free list holds a slot in use");
     std::uint32_t next = this->key(slot).next_free;
     if (next != kNone && next >= layout_->caps.max_keys) abort_corrupt("key free list");
     tx.set(st.key_free_head, next);
@@ -200,7 +204,7 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
     return kNone;
   }
   KeySlotHeader& k = this->key(slot);
-  tx.set(k.used, 1u);
+  tx.set(k.used, kKeyLive);
   // A fresh slot: its body needs no undo records (docs/segment.md).
   k.lease_id = 0;
   k.create_revision = revision;
@@ -258,16 +262,89 @@ void Store::remove_key(Tx& tx, const Probe& probe) {
   StoreState& st = *state_;
   const std::uint32_t slot = probe.slot;
   KeySlotHeader& k = key(slot);
-  if (k.used != 1) abort_corrupt("removing a free key slot");
+  if (k.used == kKeyVacant) {
+    vacant_unlink(tx, slot);
+  } else if (k.used != kKeyLive) {
+    abort_corrupt("removing a free key slot");
+  }
   std::string_view name = key_bytes(k);
   hash_remove(tx, probe.bucket);
   skip_remove(tx, slot, name);
   if (k.lease_id != 0) lease_list_unlink(tx, slot);
   if (st.key_count == 0) abort_corrupt("key count");
-  tx.set(k.used, 0u);
+  tx.set(k.used, kKeyFree);
   tx.set(k.next_free, st.key_free_head);
   tx.set(st.key_free_head, slot);
   tx.set(st.key_count, st.key_count - 1);
+}
+
+// ---- vacant slots: a circular list through next_free (older) and
+// vacant_prev (newer), headed by the newest.
+
+KeySlotHeader& Store::vacant_key(std::uint32_t slot) const {
+  KeySlotHeader& k = key(slot);
+  if (k.used != kKeyVacant) abort_corrupt("vacant key list holds a slot that is not vacant");
+  return k;
+}
+
+void Store::vacant_unlink(Tx& tx, std::uint32_t slot) {
+  StoreState& st = *state_;
+  KeySlotHeader& k = vacant_key(slot);
+  if (st.vacant_count == 0 || st.vacant_head == kNone) abort_corrupt("vacant key count");
+  if (st.vacant_count == 1) {
+    if (st.vacant_head != slot || k.next_free != slot || k.vacant_prev != slot)
+      abort_corrupt("vacant key list");
+    tx.set(st.vacant_head, kNone);
+  } else {
+    const std::uint32_t older = k.next_free;
+    const std::uint32_t newer = k.vacant_prev;
+    KeySlotHeader& o = vacant_key(older);
+    KeySlotHeader& n = vacant_key(newer);
+    if (o.vacant_prev != slot || n.next_free != slot) abort_corrupt("vacant key list links");
+    tx.set(o.vacant_prev, newer);
+    tx.set(n.next_free, older);
+    if (st.vacant_head == slot) tx.set(st.vacant_head, older);
+  }
+  tx.set(st.vacant_count, st.vacant_count - 1);
+}
+
+void Store::vacate_key(Tx& tx, std::uint32_t slot) {
+  StoreState& st = *state_;
+  KeySlotHeader& k = key(slot);
+  if (k.used != kKeyLive) abort_corrupt("vacating a key that is not live");
+  if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
+  if (st.vacant_count == segment::kMaxVacantKeys)
+    remove_key(tx, vacant_key(st.vacant_head).vacant_prev);  // the oldest makes room
+  if (k.lease_id != 0) lease_list_unlink(tx, slot);
+  tx.set(k.used, kKeyVacant);
+  if (st.vacant_head == kNone) {
+    tx.set(k.next_free, slot);
+    tx.set(k.vacant_prev, slot);
+  } else {
+    KeySlotHeader& newest = vacant_key(st.vacant_head);
+    const std::uint32_t oldest = newest.vacant_prev;
+    KeySlotHeader& o = vacant_key(oldest);
+    tx.set(k.next_free, st.vacant_head);
+    tx.set(k.vacant_prev, oldest);
+    tx.set(newest.vacant_prev, slot);
+    tx.set(o.next_free, slot);
+  }
+  tx.set(st.vacant_head, slot);
+  tx.set(st.vacant_count, st.vacant_count + 1);
+}
+
+void Store::revive_key(Tx& tx, std::uint32_t slot) {
+  vacant_unlink(tx, slot);
+  tx.set(key(slot).used, kKeyLive);
+}
+
+bool Store::evict_vacant_for_insert(Tx& tx) {
+  const StoreState& st = *state_;
+  if (st.key_free_head != kNone || st.key_high_water < layout_->caps.max_keys ||
+      st.vacant_head == kNone)
+    return false;
+  remove_key(tx, vacant_key(st.vacant_head).vacant_prev);  // the oldest
+  return true;
 }
 
 }  // namespace zaris::engine

@@ -94,6 +94,7 @@ class Store {
   std::string_view value_bytes(const KeySlotHeader& k) const;
   char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }
   char* value_data(KeySlotHeader& k) const { return key_data(k) + layout_->caps.max_key_bytes; }
+  // Live, and its lease (if any) live at `now`.
   bool key_visible(const KeySlotHeader& k, std::int64_t now) const;
 
   struct Probe {
@@ -105,10 +106,20 @@ class Store {
   // Adds a new key at probe.bucket; returns its slot, kNone when the table is full.
   std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key,
                            std::uint64_t revision);
-  // Unlinks the key from the hash, the skip list and its lease, and frees it.
+  // Unlinks the key (live or vacant) from the hash, the skip list, its lease
+  // or the vacant list, and frees it.
   void remove_key(Tx& tx, std::uint32_t slot);
   // The same for the key `probe` (from find()) found.
   void remove_key(Tx& tx, const Probe& probe);
+  // Deletes the live key in `slot` but keeps the slot in the hash index and
+  // the skip list, vacant (on no lease, invisible), for a later put of the
+  // same key; the oldest vacant slot is removed when kMaxVacantKeys are kept.
+  void vacate_key(Tx& tx, std::uint32_t slot);
+  // Makes the vacant `slot` live again; the caller writes it as a new key.
+  void revive_key(Tx& tx, std::uint32_t slot);
+  // When no slot is free otherwise, removes the oldest vacant one and returns
+  // true: any Probe taken before is stale then.
+  bool evict_vacant_for_insert(Tx& tx);
   // Attaches the key to lease `lease_id` (0: none), detaching it from its old one.
   void set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id);
   // The first key slot whose key is >= `key` in byte order, or kNone.
@@ -128,6 +139,8 @@ class Store {
   void skip_remove(Tx& tx, std::uint32_t slot, std::string_view key);
   void hash_remove(Tx& tx, std::uint64_t bucket);
   void lease_list_unlink(Tx& tx, std::uint32_t slot);
+  KeySlotHeader& vacant_key(std::uint32_t slot) const;  // aborts unless it is vacant
+  void vacant_unlink(Tx& tx, std::uint32_t slot);
   void heap_sift_up(Tx& tx, std::uint32_t pos);
   void heap_sift_down(Tx& tx, std::uint32_t pos);
   void heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry);

@@ -34,7 +34,7 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 3;
+inline constexpr std::uint32_t kLayoutVersion = 4;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -133,8 +133,12 @@ struct StoreState {
   std::uint32_t dying_processes;     // registrations whose leases are being released
   std::uint32_t janitor_slot;        // the janitor's registration, or kNone
   std::uint32_t janitor_generation;  // its generation when it claimed the role
+  // Vacant key slots (deleted keys kept in the indexes for a put to reuse):
+  // a circular list, newest first, of at most kMaxVacantKeys.
+  std::uint32_t vacant_head;   // the newest, or kNone
+  std::uint32_t vacant_count;  // slots on that list
 };
-static_assert(sizeof(StoreState) == 120);
+static_assert(sizeof(StoreState) == 128);
 static_assert(offsetof(StoreState, lease_count) == 16);
 static_assert(offsetof(StoreState, heap_size) == 36);
 static_assert(offsetof(StoreState, skip_head) == 56);
@@ -263,25 +267,32 @@ struct KeySlotHeader {
   std::uint64_t create_revision;
   std::uint64_t mod_revision;
   std::uint64_t version;
-  std::uint32_t used;        // 1 while allocated, 0 while free
+  std::uint32_t used;        // kKeyFree, kKeyLive or kKeyVacant
   std::uint32_t key_len;     // 1 .. max_key_bytes
   std::uint32_t value_len;   // 0 .. max_value_bytes
-  std::uint32_t next_free;   // free-list link while free
+  std::uint32_t next_free;   // while free: the free list; while vacant: the next older
   std::uint32_t lease_prev;  // doubly linked list of the lease's keys
   std::uint32_t lease_next;
   std::uint32_t level;                 // skip-list levels of this node, 1..kSkipLevels
   std::uint32_t forward[kSkipLevels];  // next key slot at each level, or kNone
-  std::uint32_t reserved;
+  std::uint32_t vacant_prev;           // while vacant: the next newer on the vacant list
 };
 static_assert(sizeof(KeySlotHeader) == 112);
 static_assert(offsetof(KeySlotHeader, used) == 32);
 static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
+// KeySlotHeader::used. A vacant slot is a deleted key kept in the hash index
+// and the skip list, on no lease and invisible to every read, so that a put
+// of the same key (a lock taken again) skips both indexes (docs/segment.md).
+inline constexpr std::uint32_t kKeyFree = 0;
+inline constexpr std::uint32_t kKeyLive = 1;
+inline constexpr std::uint32_t kKeyVacant = 2;
+inline constexpr std::uint32_t kMaxVacantKeys = 64;
 
 // One registration of the process registry (docs/owners.md).
 inline constexpr std::uint32_t kProcessFree = 0;
 inline constexpr std::uint32_t kProcessLive = 1;
-inline constexpr std::uint32_t kProcessDying = 2;  // dead; its leases are being released
+inline constexpr std::uint32_t kProcessDying = 2;    // dead; its leases are being released
 inline constexpr std::uint32_t kProcessJanitor = 1;  // flags: it runs as the janitor
 
 struct alignas(kCacheLine) ProcessSlot {

@@ -316,6 +316,7 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
   s.lease_free_head = kNone;
   s.lease_free_tail = kNone;
   s.key_free_head = kNone;
+  s.vacant_head = kNone;
   s.skip_level = 1;
   for (auto& head : s.skip_head) head = kNone;
   s.janitor_slot = kNone;

@@ -17,6 +17,7 @@
 
 #include "coordination/queue.hpp"
 #include "segment/crash_point.hpp"
+#include "segment/layout.hpp"
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -308,6 +309,39 @@ std::vector<Scenario> scenarios() {
          (void)c.put("m", "cas", Put::at_revision((*kv)->mod_revision));
        }},
       {"delete", [](Client& c, auto&) { some_keys(c); }, [](Client& c) { (void)c.del("m"); }},
+      // A delete keeps the slot vacant; with kMaxVacantKeys kept, the oldest goes.
+      {"delete with the vacant slots all kept",
+       [](Client& c, auto&) {
+         some_keys(c);
+         for (std::uint32_t i = 0; i < zaris::segment::kMaxVacantKeys; ++i) {
+           BOOST_REQUIRE(c.put("v/" + std::to_string(i), "x").ok());
+           BOOST_REQUIRE(c.del("v/" + std::to_string(i)).ok());
+         }
+       },
+       [](Client& c) { (void)c.del("m"); }},
+      // A lock taken again: the put of a deleted key revives its vacant slot.
+      {"put a deleted key again with lease",
+       [](Client& c, auto&) {
+         some_keys(c);
+         grant_with_keys(c, "l/", 2, 10s);
+         BOOST_REQUIRE(c.del("m").ok());
+       },
+       [](Client& c) { (void)c.put("m", "back", Put::with_lease(first_lease(c))); }},
+      // No free slot: a new key takes the oldest vacant one's.
+      {"put new key into a table full of live and vacant slots",
+       [](Client& c, auto&) {
+         some_keys(c);
+         const auto caps = c.info()->capacities;
+         const std::uint32_t vacant = zaris::segment::kMaxVacantKeys;
+         for (std::uint32_t i = 4; i + vacant < caps.max_keys; ++i)
+           BOOST_REQUIRE(c.put("f/" + std::to_string(i), "x").ok());
+         for (std::uint32_t i = 0; i < vacant; ++i) {
+           BOOST_REQUIRE(c.put("v/" + std::to_string(i), "x").ok());
+           BOOST_REQUIRE(c.del("v/" + std::to_string(i)).ok());
+         }
+         BOOST_REQUIRE(c.info()->keys_used + vacant == caps.max_keys);
+       },
+       [](Client& c) { (void)c.put("new", "value"); }},
       {"prefix delete",
        [](Client& c, auto&) {
          some_keys(c);

@@ -145,6 +145,84 @@ BOOST_FIXTURE_TEST_CASE(delete_one_and_prefix, SegmentFixture) {
   require_consistent();
 }
 
+// A deleted key keeps its slot in the indexes (vacant) for a later put of the
+// same key, as a lock taken again puts its key again. To every reader it is
+// gone, it belongs to no lease, and its next put creates it anew.
+BOOST_FIXTURE_TEST_CASE(a_deleted_key_is_gone_and_comes_back_new, SegmentFixture) {
+  auto lease = client->leases().grant(10s);
+  auto first = client->put("q/a", "1", Put::with_lease(*lease));
+  BOOST_REQUIRE(first.ok());
+  BOOST_REQUIRE(client->put("q/a", "2", Put::with_lease(*lease)).ok());
+  BOOST_REQUIRE(client->put("q/b", "b").ok());
+  const auto keys = client->info()->keys_used;
+  auto gone = client->del("q/a");
+  BOOST_REQUIRE(gone.ok());
+  BOOST_TEST(gone->deleted == 1u);
+  BOOST_TEST(!client->get("q/a")->has_value());
+  auto range = client->get_prefix("q/");
+  BOOST_REQUIRE(range->kvs.size() == 1u);
+  BOOST_TEST(range->kvs[0].key == "q/b");
+  BOOST_TEST(client->info()->keys_used == keys - 1);
+  BOOST_TEST(client->leases().time_to_live(*lease, true)->keys.empty());
+  BOOST_TEST(client->del("q/a")->deleted == 0u);
+  BOOST_TEST(client->put("q/a", "x", Put::at_revision(gone->revision)).code() ==
+             Errc::revision_mismatch);  // absent: its mod revision is 0
+
+  auto other = client->leases().grant(10s);
+  auto again = client->put("q/a", "3", Put::absent().and_lease(*other));
+  BOOST_REQUIRE(again.ok());
+  auto kv = client->get("q/a");
+  BOOST_REQUIRE(kv->has_value());
+  BOOST_TEST((*kv)->value == "3");
+  BOOST_TEST((*kv)->version == 1u);
+  BOOST_TEST((*kv)->create_revision == again->revision);
+  BOOST_TEST((*kv)->mod_revision == again->revision);
+  BOOST_TEST((*kv)->lease == *other);
+  BOOST_TEST(client->info()->keys_used == keys);
+  // The lease it had before its delete has no claim on it.
+  BOOST_REQUIRE(client->leases().revoke(*lease).ok());
+  BOOST_TEST(client->get("q/a")->has_value());
+  BOOST_REQUIRE(client->leases().revoke(*other).ok());
+  BOOST_TEST(!client->get("q/a")->has_value());
+
+  auto watcher = client->watch("q/a", {false, first->revision});
+  BOOST_REQUIRE(watcher.ok());
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  std::vector<std::string> seen;
+  for (auto& e : *events)
+    seen.push_back(std::string(zaris::event_type_name(e.type)) + " " +
+                   std::string(zaris::delete_reason_name(e.reason)) + " " + e.kv.value + " c" +
+                   std::to_string(e.kv.create_revision));
+  const auto c1 = std::to_string(first->revision);
+  const auto c3 = std::to_string(again->revision);
+  BOOST_TEST((seen == std::vector<std::string>{"PUT none 1 c" + c1, "PUT none 2 c" + c1,
+                                               "DELETE deleted  c" + c1, "PUT none 3 c" + c3,
+                                               "DELETE revoked  c" + c3}));
+  require_consistent();
+}
+
+// Deletes never cost room: the vacant slots they leave give way to new keys,
+// and only a few are kept (check() bounds them).
+BOOST_FIXTURE_TEST_CASE(deleted_keys_give_their_room_to_new_ones, SegmentFixture) {
+  for (int i = 0; i < 256; ++i) BOOST_REQUIRE(client->put("old/" + std::to_string(i), "v").ok());
+  for (int i = 0; i < 256; ++i)
+    BOOST_REQUIRE(client->del("old/" + std::to_string(i))->deleted == 1u);
+  BOOST_TEST(client->info()->keys_used == 0u);
+  require_consistent();
+  for (int i = 0; i < 256; ++i) BOOST_REQUIRE(client->put("new/" + std::to_string(i), "v").ok());
+  BOOST_TEST(client->put("one-more", "v").code() == Errc::no_space);
+  BOOST_TEST(client->get_prefix("old/")->kvs.empty());
+  BOOST_TEST(client->get_prefix("new/")->kvs.size() == 256u);
+  require_consistent();
+  // A prefix delete passes over vacant slots and counts only what it deletes.
+  BOOST_REQUIRE(client->del("new/7").ok());
+  BOOST_TEST(client->del_prefix("new/")->deleted == 255u);
+  BOOST_TEST(client->info()->keys_used == 0u);
+  BOOST_TEST(client->put("new/7", "back").ok());
+  require_consistent();
+}
+
 BOOST_FIXTURE_TEST_CASE(bad_keys_and_values_change_nothing, SegmentFixture) {
   BOOST_REQUIRE(client->put("k", "v").ok());
   auto before = client->info();
