@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -242,37 +243,108 @@ void BM_PutCreateDelete(benchmark::State& state) {
   }
 }
 
+// Informative: put + del of a key not used for a while, cycling through 1,024
+// keys in the middle of the N others, so that each put inserts into both
+// indexes and, past the first 64, each delete also removes the oldest vacant
+// slot from them (a job queue's churn, where every job is a new key).
+void BM_PutDeleteNewKeys(benchmark::State& state) {
+  Population* population = populated(state, "PutDeleteNewKeys");
+  if (population == nullptr) return;
+  zaris::Client& client = *population->client;
+  constexpr std::uint64_t kCycle = 1024;
+  const std::uint64_t first =
+      population->middle() > kCycle / 2 ? population->middle() - kCycle / 2 : 0;
+  std::vector<std::string> keys;
+  for (std::uint64_t i = 0; i < kCycle; ++i) keys.push_back(key_name(2 * (first + i) + 1));
+  const std::string value(kValueBytes, 'n');
+  const zaris::Put options = zaris::Put::with_lease(population->leases[population->middle()]);
+  std::uint64_t next = 0;
+  for (auto _ : state) {
+    const std::string& key = keys[next++ % kCycle];
+    auto put = client.put(key, value, options);
+    if (failed(state, put, "put")) break;
+    auto deleted = client.del(key);
+    if (failed(state, deleted, "del")) break;
+    if (deleted->deleted != 1) {
+      state.SkipWithError("del: the key just put was not deleted");
+      break;
+    }
+  }
+}
+
+// A process-shared, robust pthread mutex in its own MAP_SHARED mapping, as the
+// segment lock is; the benchmark is skipped if it cannot be made.
+class SharedRobustMutex {
+ public:
+  explicit SharedRobustMutex(benchmark::State& state) {
+    void* region = mmap(nullptr, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) {
+      state.SkipWithError(describe_errno("mmap", errno).c_str());
+      return;
+    }
+    auto* mutex = static_cast<pthread_mutex_t*>(region);
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    const int initialised = pthread_mutex_init(mutex, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    if (initialised != 0) {
+      state.SkipWithError(describe_errno("pthread_mutex_init", initialised).c_str());
+      munmap(region, sizeof(pthread_mutex_t));
+      return;
+    }
+    mutex_ = mutex;
+  }
+  SharedRobustMutex(const SharedRobustMutex&) = delete;
+  SharedRobustMutex& operator=(const SharedRobustMutex&) = delete;
+  ~SharedRobustMutex() {
+    if (mutex_ == nullptr) return;
+    pthread_mutex_destroy(mutex_);
+    munmap(mutex_, sizeof(pthread_mutex_t));
+  }
+  pthread_mutex_t* get() const { return mutex_; }  // nullptr: skipped
+
+ private:
+  pthread_mutex_t* mutex_ = nullptr;
+};
+
+// Locks `mutex`; false (and the benchmark skipped) if that fails.
+bool lock_or_skip(benchmark::State& state, pthread_mutex_t* mutex) {
+  const int locked = pthread_mutex_lock(mutex);
+  if (locked == 0) return true;
+  state.SkipWithError(describe_errno("pthread_mutex_lock", locked).c_str());
+  return false;
+}
+
 // Peer: the floor under any lock in shared memory. A bare process-shared,
 // robust pthread mutex in a MAP_SHARED mapping, lock + unlock.
 void BM_RobustMutexLockUnlock(benchmark::State& state) {
-  void* region = mmap(nullptr, sizeof(pthread_mutex_t), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (region == MAP_FAILED) {
-    state.SkipWithError(describe_errno("mmap", errno).c_str());
-    return;
+  SharedRobustMutex mutex(state);
+  if (mutex.get() == nullptr) return;
+  for (auto _ : state) {
+    if (!lock_or_skip(state, mutex.get())) break;
+    pthread_mutex_unlock(mutex.get());
   }
-  auto* mutex = static_cast<pthread_mutex_t*>(region);
-  pthread_mutexattr_t attributes;
-  pthread_mutexattr_init(&attributes);
-  pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
-  const int initialised = pthread_mutex_init(mutex, &attributes);
-  pthread_mutexattr_destroy(&attributes);
+}
 
-  if (initialised != 0) {
-    state.SkipWithError(describe_errno("pthread_mutex_init", initialised).c_str());
-  } else {
-    for (auto _ : state) {
-      const int locked = pthread_mutex_lock(mutex);
-      if (locked != 0) {
-        state.SkipWithError(describe_errno("pthread_mutex_lock", locked).c_str());
-        break;
-      }
-      pthread_mutex_unlock(mutex);
+// Peer: the fixed cost under BM_LockUnlock. A Mutex's lock and its unlock are
+// one segment operation each, and every operation takes the segment's robust
+// mutex and reads CLOCK_MONOTONIC once (a lease ends at a deadline), before it
+// does any work. So: twice {robust lock, clock read, unlock}.
+void BM_TwoOperationFloor(benchmark::State& state) {
+  SharedRobustMutex mutex(state);
+  if (mutex.get() == nullptr) return;
+  timespec now{};
+  for (auto _ : state) {
+    for (int operation = 0; operation < 2; ++operation) {
+      if (!lock_or_skip(state, mutex.get())) return;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      benchmark::DoNotOptimize(now);
+      pthread_mutex_unlock(mutex.get());
     }
-    pthread_mutex_destroy(mutex);
   }
-  munmap(region, sizeof(pthread_mutex_t));
 }
 
 // Peer: what services use today for "one owner, released on death". flock(2)
@@ -304,12 +376,14 @@ void live_entries(benchmark::internal::Benchmark* benchmark) {
 }
 
 BENCHMARK(BM_RobustMutexLockUnlock);
+BENCHMARK(BM_TwoOperationFloor);
 BENCHMARK(BM_FlockLockUnlock);
 BENCHMARK(BM_KeepAlive)->Apply(live_entries);
 BENCHMARK(BM_Get)->Apply(live_entries);
 BENCHMARK(BM_PutWithLease)->Apply(live_entries);
 BENCHMARK(BM_GrantRevoke)->Apply(live_entries);
 BENCHMARK(BM_PutCreateDelete)->Apply(live_entries);
+BENCHMARK(BM_PutDeleteNewKeys)->Apply(live_entries);
 
 }  // namespace
 
