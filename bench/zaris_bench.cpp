@@ -272,6 +272,25 @@ void BM_PutDeleteNewKeys(benchmark::State& state) {
   }
 }
 
+// Mutex lock + unlock (uncontended, session open) in a segment holding the
+// N others: BM_LockUnlock in a busy segment, where the mutex's key sorts
+// among N keys.
+void BM_LockUnlockAmong(benchmark::State& state) {
+  Population* population = populated(state, "LockUnlockAmong");
+  if (population == nullptr) return;
+  auto session = zaris::Session::create(*population->client, zaris::SessionOptions{60s, {}});
+  if (!session) return state.SkipWithError(describe("session", session.error()).c_str());
+  // "k:" and 13 digits: its keys ("NAME/" and a 16-digit lease id) fit the
+  // 32 bytes, and sort just before key_name(2 * middle).
+  zaris::Mutex mutex(**session, key_name(2 * population->middle()).substr(0, 15));
+  for (auto _ : state) {
+    auto locked = mutex.lock();
+    if (failed(state, locked, "lock")) break;
+    auto unlocked = mutex.unlock();
+    if (failed(state, unlocked, "unlock")) break;
+  }
+}
+
 // A process-shared, robust pthread mutex in its own MAP_SHARED mapping, as the
 // segment lock is; the benchmark is skipped if it cannot be made.
 class SharedRobustMutex {
@@ -384,6 +403,7 @@ BENCHMARK(BM_PutWithLease)->Apply(live_entries);
 BENCHMARK(BM_GrantRevoke)->Apply(live_entries);
 BENCHMARK(BM_PutCreateDelete)->Apply(live_entries);
 BENCHMARK(BM_PutDeleteNewKeys)->Apply(live_entries);
+BENCHMARK(BM_LockUnlockAmong)->Apply(live_entries);
 
 }  // namespace
 

@@ -74,7 +74,8 @@ std::vector<std::string> Engine::check_locked() const {
           break;
         }
         const KeySlotHeader& key = store_.key(k);
-        if (key.used != 1 || key.lease_id != id)
+        if ((key.used != segment::kKeyLive && key.used != segment::kKeyVacant) ||
+            key.lease_id != id)
           fail("key slot " + n(k) + " is on the list of lease slot " + n(s) + " but not attached");
         if (key.lease_prev != prev) fail("key slot " + n(k) + " has a wrong lease_prev link");
         ++count;
@@ -173,10 +174,7 @@ std::vector<std::string> Engine::check_locked() const {
         fail("key slot " + n(s) + " has a bad used flag");
         continue;
       }
-      if (k.used == segment::kKeyVacant) {
-        ++vacant;
-        if (k.lease_id != 0) fail("vacant key slot " + n(s) + " is attached to a lease");
-      }
+      if (k.used == segment::kKeyVacant) ++vacant;
       ++used;
       key_seen[s] = 1;
       if (k.key_len == 0 || k.key_len > caps.max_key_bytes || k.value_len > caps.max_value_bytes) {

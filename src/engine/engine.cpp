@@ -48,6 +48,7 @@ struct Wakeups {
   bool events = false;
   bool registry = false;
   bool janitor = false;
+  bool any = false;  // any of the above
 };
 thread_local Wakeups t_wakeups;
 
@@ -298,6 +299,7 @@ void Engine::bump(segment::Channel& channel, bool& noted) {
   if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
   channel.seq.fetch_add(1, std::memory_order_seq_cst);
   noted = true;
+  t_wakeups.any = true;
 }
 
 void Engine::wake_janitor_now(segment::Channel& channel) {
@@ -326,6 +328,7 @@ void Engine::note_all() {
   t_wakeups.events = true;
   t_wakeups.registry = true;
   t_wakeups.janitor = true;
+  t_wakeups.any = true;
   for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
@@ -333,6 +336,7 @@ void Engine::note_all() {
 }
 
 void Engine::wake_noted() {
+  if (!t_wakeups.any) return;
   for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
     for (std::uint64_t bits = t_wakeups.keys[word]; bits != 0; bits &= bits - 1)
       segment::futex_wake_all(
@@ -621,13 +625,6 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   if (!segment::deadline_ended(l.deadline_ns.load(std::memory_order_acquire)))
     abort_corrupt("reaping a lease that is not dead");
   StoreState& st = store_.state();
-  // One revision for all of a lease's keys, unless other changes came since
-  // its last batch (a crash, a budget): events stay in revision order.
-  if (l.key_head != kNone && l.end_revision != st.revision) {
-    // All of a lease's keys go in one revision, however many batches it takes.
-    tx.set(st.revision, st.revision + 1);
-    tx.set(l.end_revision, st.revision);
-  }
   std::uint32_t in_tx = 0;
   const std::uint32_t reason = end_reason(l);
   while (l.key_head != kNone) {
@@ -642,8 +639,18 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
       in_tx = 0;
     }
     const KeySlotHeader& k = store_.key(l.key_head);
-    emit(tx, segment::kEventDelete, reason, k, l.end_revision);
-    note_key(store_.key_bytes(k));
+    if (k.used == segment::kKeyLive) {
+      // All of a lease's keys go in one revision, however many batches it
+      // takes, unless other changes came since its last batch (a crash, a
+      // budget): events stay in revision order. Taken at its first live key:
+      // a lease with only vacant keys (deleted already) takes none.
+      if (l.end_revision != st.revision) {
+        tx.set(st.revision, st.revision + 1);
+        tx.set(l.end_revision, st.revision);
+      }
+      emit(tx, segment::kEventDelete, reason, k, l.end_revision);
+      note_key(store_.key_bytes(k));
+    }
     store_.remove_key(tx, l.key_head);
     --key_budget;
     ++in_tx;
@@ -654,6 +661,10 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
 }
 
 void Engine::reap_due(Tx& tx, std::int64_t now) {
+  const StoreState& st = store_.state();
+  if (st.dying_processes == 0 &&
+      (st.heap_size == 0 || store_.heap(0).deadline_ns > static_cast<std::uint64_t>(now)))
+    return;  // the common case: nothing is due
   std::uint32_t leases = kReapLeaseBudget;
   std::uint32_t keys = kReapKeyBudget;
   if (store_.state().dying_processes > 0 && !release_dying(tx, keys)) return;
@@ -831,7 +842,8 @@ Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
       for (std::uint32_t k = l.key_head; k != kNone; k = store_.key(k).lease_next) {
         if (++steps > l.key_count || steps > layout_.caps.max_keys)
           abort_corrupt("lease key list longer than its count");
-        info.keys.emplace_back(store_.key_bytes(store_.key(k)));
+        if (store_.key(k).used == segment::kKeyLive)  // not a vacant (deleted) one
+          info.keys.emplace_back(store_.key_bytes(store_.key(k)));
       }
       std::sort(info.keys.begin(), info.keys.end());
     }
@@ -978,9 +990,9 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
     const KeySlotHeader& k = store_.key(s);
     std::string_view name = store_.key_bytes(k);
     if (!name.starts_with(prefix)) break;
-    if (s == own_slot || k.create_revision >= view.own_create_revision ||
-        k.create_revision <= predecessor_created || !member(name, prefix.size()) ||
-        !store_.key_visible(k, now))
+    if (s == own_slot || k.used != segment::kKeyLive ||
+        k.create_revision >= view.own_create_revision || k.create_revision <= predecessor_created ||
+        !member(name, prefix.size()) || !store_.key_visible(k, now))
       continue;
     predecessor = s;
     predecessor_created = k.create_revision;

@@ -64,14 +64,8 @@ std::uint32_t Store::level_for(std::uint32_t hash) const noexcept {
   return level;
 }
 
-KeySlotHeader& Store::key(std::uint32_t slot) const {
-  if (slot >= layout_->caps.max_keys) abort_corrupt("key slot index " + std::to_string(slot));
-  return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
-}
-
-std::string_view Store::key_bytes(const KeySlotHeader& k) const {
-  if (k.key_len == 0 || k.key_len > layout_->caps.max_key_bytes) abort_corrupt("key length");
-  return {reinterpret_cast<const char*>(&k + 1), k.key_len};
+void corrupt_value(const char* what, std::uint64_t value) {
+  abort_corrupt(std::string(what) + " " + std::to_string(value));
 }
 
 std::string_view Store::value_bytes(const KeySlotHeader& k) const {
@@ -315,8 +309,7 @@ void Store::vacate_key(Tx& tx, std::uint32_t slot) {
   if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
   if (st.vacant_count == segment::kMaxVacantKeys)
     remove_key(tx, vacant_key(st.vacant_head).vacant_prev);  // the oldest makes room
-  if (k.lease_id != 0) lease_list_unlink(tx, slot);
-  tx.set(k.used, kKeyVacant);
+  tx.set(k.used, kKeyVacant);  // it stays on its lease's list: it goes when the lease ends
   if (st.vacant_head == kNone) {
     tx.set(k.next_free, slot);
     tx.set(k.vacant_prev, slot);

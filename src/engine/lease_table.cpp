@@ -25,11 +25,6 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
       slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
       hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
 
-LeaseSlot& Store::lease(std::uint32_t slot) const {
-  if (slot >= layout_->caps.max_leases) abort_corrupt("lease slot index " + std::to_string(slot));
-  return leases_[slot];
-}
-
 bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
   for (;;) {

@@ -30,6 +30,9 @@ using segment::Tx;
 // Outcome of looking a lease id up.
 enum class LeaseLookup { live, lost, unknown };
 
+// Aborts the transaction: `what` read from the segment is `value`, out of range.
+[[noreturn, gnu::cold, gnu::noinline]] void corrupt_value(const char* what, std::uint64_t value);
+
 class Store {
  public:
   Store(std::uint8_t* base, const Layout& layout) noexcept;
@@ -41,7 +44,11 @@ class Store {
   std::uint64_t hash_seed() const { return hash_seed_; }
 
   // ---- leases (lease_table.cpp) ----
-  LeaseSlot& lease(std::uint32_t slot) const;
+  LeaseSlot& lease(std::uint32_t slot) const {
+    if (slot >= layout_->caps.max_leases) [[unlikely]]
+      corrupt_value("lease slot index", slot);
+    return leases_[slot];
+  }
   std::uint32_t lease_slot_of(std::uint64_t id) const noexcept {
     return static_cast<std::uint32_t>(id & slot_mask_);
   }
@@ -89,8 +96,16 @@ class Store {
   void heap_update(Tx& tx, std::uint32_t pos, std::uint64_t deadline);
 
   // ---- keys (key_index.cpp) ----
-  KeySlotHeader& key(std::uint32_t slot) const;
-  std::string_view key_bytes(const KeySlotHeader& k) const;
+  KeySlotHeader& key(std::uint32_t slot) const {
+    if (slot >= layout_->caps.max_keys) [[unlikely]]
+      corrupt_value("key slot index", slot);
+    return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
+  }
+  std::string_view key_bytes(const KeySlotHeader& k) const {
+    if (k.key_len == 0 || k.key_len > layout_->caps.max_key_bytes) [[unlikely]]
+      corrupt_value("key length", k.key_len);
+    return {reinterpret_cast<const char*>(&k + 1), k.key_len};
+  }
   std::string_view value_bytes(const KeySlotHeader& k) const;
   char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }
   char* value_data(KeySlotHeader& k) const { return key_data(k) + layout_->caps.max_key_bytes; }
@@ -111,8 +126,8 @@ class Store {
   void remove_key(Tx& tx, std::uint32_t slot);
   // The same for the key `probe` (from find()) found.
   void remove_key(Tx& tx, const Probe& probe);
-  // Deletes the live key in `slot` but keeps the slot in the hash index and
-  // the skip list, vacant (on no lease, invisible), for a later put of the
+  // Deletes the live key in `slot` but keeps the slot in the hash index, the
+  // skip list and its lease's list, vacant (invisible), for a later put of the
   // same key; the oldest vacant slot is removed when kMaxVacantKeys are kept.
   void vacate_key(Tx& tx, std::uint32_t slot);
   // Makes the vacant `slot` live again; the caller writes it as a new key.

@@ -281,9 +281,9 @@ static_assert(sizeof(KeySlotHeader) == 112);
 static_assert(offsetof(KeySlotHeader, used) == 32);
 static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
-// KeySlotHeader::used. A vacant slot is a deleted key kept in the hash index
-// and the skip list, on no lease and invisible to every read, so that a put
-// of the same key (a lock taken again) skips both indexes (docs/segment.md).
+// KeySlotHeader::used. A vacant slot is a deleted key kept in the hash index,
+// the skip list and its lease's list, invisible to every read, so that a put
+// of the same key (a lock taken again) skips them (docs/segment.md).
 inline constexpr std::uint32_t kKeyFree = 0;
 inline constexpr std::uint32_t kKeyLive = 1;
 inline constexpr std::uint32_t kKeyVacant = 2;

@@ -354,6 +354,14 @@ std::vector<Scenario> scenarios() {
          grant_with_keys(c, "r/", 40, 10s);
        },
        [](Client& c) { (void)c.leases().revoke(first_lease(c)); }},
+      // Its deleted keys' vacant slots go silently, the rest with DELETEs.
+      {"revoke a lease with deleted keys",
+       [](Client& c, auto&) {
+         some_keys(c);
+         grant_with_keys(c, "r/", 40, 10s);
+         for (const char* k : {"r/0", "r/7", "r/39"}) BOOST_REQUIRE(c.del(k).ok());
+       },
+       [](Client& c) { (void)c.leases().revoke(first_lease(c)); }},
       {"expiry reaping",
        [](Client& c, zaris::ManualClock& clock) {
          some_keys(c);

@@ -202,6 +202,35 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_is_gone_and_comes_back_new, SegmentFixture
   require_consistent();
 }
 
+// A deleted key's slot stays on its lease until the lease ends, then goes
+// without a second DELETE: a lease with only deleted keys ends in no revision.
+BOOST_FIXTURE_TEST_CASE(a_deleted_keys_slot_goes_with_its_lease, SegmentFixture) {
+  auto lease = client->leases().grant(10s);
+  BOOST_REQUIRE(client->put("a", "1", Put::with_lease(*lease)).ok());
+  BOOST_REQUIRE(client->put("b", "2", Put::with_lease(*lease)).ok());
+  BOOST_REQUIRE(client->del("a").ok());
+  const auto deleted = client->info()->revision;
+  BOOST_REQUIRE(client->leases().revoke(*lease).ok());
+  BOOST_TEST(client->info()->revision == deleted + 1);
+  auto watcher = client->watch("", {true, deleted + 1});
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  BOOST_REQUIRE(events->size() == 1u);
+  BOOST_TEST((*events)[0].kv.key == "b");
+  BOOST_TEST(((*events)[0].reason == zaris::DeleteReason::revoked));
+
+  auto only_deleted = client->leases().grant(1s);
+  BOOST_REQUIRE(client->put("c", "3", Put::with_lease(*only_deleted)).ok());
+  BOOST_REQUIRE(client->del("c").ok());
+  const auto before = client->info()->revision;
+  clock->advance(1s);
+  BOOST_REQUIRE(client->put("d", "4").ok());           // reaps the expired lease
+  BOOST_TEST(client->info()->revision == before + 1);  // the put's alone
+  BOOST_TEST(client->leases().time_to_live(*only_deleted).code() == Errc::lease_lost);
+  BOOST_TEST(client->info()->keys_used == 1u);
+  require_consistent();
+}
+
 // Deletes never cost room: the vacant slots they leave give way to new keys,
 // and only a few are kept (check() bounds them).
 BOOST_FIXTURE_TEST_CASE(deleted_keys_give_their_room_to_new_ones, SegmentFixture) {
