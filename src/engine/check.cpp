@@ -259,12 +259,16 @@ std::vector<std::string> Engine::check_locked() const {
       std::uint32_t count = 0;
       std::string previous;
       bool first = true;
+      std::uint32_t previous_slot = kNone;
       for (std::uint32_t s = st.skip_head[level]; s != kNone;) {
         if (s >= key_hw || key_seen[s] != 1 || ++count > used) {
           fail("skip list level " + n(level) + " reaches a bad slot or loops");
           break;
         }
         const KeySlotHeader& k = store_.key(s);
+        if (level == 0 && k.back != previous_slot)
+          fail("key slot " + n(s) + " has a wrong back link");
+        previous_slot = s;
         if (k.level <= level) fail("skip list level " + n(level) + " holds a lower node");
         std::string current(store_.key_bytes(k));
         if (!first && !(previous < current)) fail("skip list level " + n(level) + " out of order");

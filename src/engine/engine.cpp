@@ -985,17 +985,29 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
   std::uint32_t predecessor = kNone;
   std::uint64_t predecessor_created = 0;
   std::uint64_t steps = 0;
-  for (std::uint32_t s = store_.lower_bound(prefix); s != kNone; s = store_.next_key(s)) {
+  // Notes the key in slot `s` if it is a later member ahead of ours; false
+  // once past the prefix.
+  auto consider = [&](std::uint32_t s) {
     if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
     const KeySlotHeader& k = store_.key(s);
     std::string_view name = store_.key_bytes(k);
-    if (!name.starts_with(prefix)) break;
-    if (s == own_slot || k.used != segment::kKeyLive ||
-        k.create_revision >= view.own_create_revision || k.create_revision <= predecessor_created ||
-        !member(name, prefix.size()) || !store_.key_visible(k, now))
-      continue;
+    if (!name.starts_with(prefix)) return false;
+    if (k.used != segment::kKeyLive || k.create_revision >= view.own_create_revision ||
+        k.create_revision <= predecessor_created || !member(name, prefix.size()) ||
+        !store_.key_visible(k, now))
+      return true;
     predecessor = s;
     predecessor_created = k.create_revision;
+    return true;
+  };
+  // The keys under the prefix are one run in byte order, and ours (under it:
+  // the callers check) is in that run: walk out from it both ways, with no
+  // search from the top of the skip list.
+  for (std::uint32_t s = store_.previous_key(own_slot); s != kNone && consider(s);
+       s = store_.previous_key(s)) {
+  }
+  for (std::uint32_t s = store_.next_key(own_slot); s != kNone && consider(s);
+       s = store_.next_key(s)) {
   }
   if (predecessor != kNone) {
     const KeySlotHeader& k = store_.key(predecessor);

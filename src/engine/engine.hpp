@@ -129,7 +129,8 @@ class Engine {
   Result<PutResult> put_locked(Tx& tx, std::int64_t now, std::string_view key,
                                std::string_view value, const Put& options,
                                std::uint32_t* slot_out = nullptr);
-  // `own_slot`: the key's slot if known, else kNone.
+  // REQUIRES: `key` starts with `prefix`. `own_slot`: the key's slot if known,
+  // else kNone.
   QueueView view_locked(std::int64_t now, std::string_view prefix, std::string_view key,
                         QueueMember member, std::uint32_t own_slot);
   void finish_intent(Tx& tx, std::int64_t now);

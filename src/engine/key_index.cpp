@@ -137,6 +137,10 @@ std::uint32_t Store::next_key(std::uint32_t slot) const {
   return key(slot).forward[0];
 }
 
+std::uint32_t Store::previous_key(std::uint32_t slot) const {
+  return key(slot).back;
+}
+
 void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::uint32_t hash) {
   std::array<std::uint32_t, kSkipLevels> update;
   predecessors(key, update);
@@ -146,6 +150,8 @@ void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::u
   // The node is fresh: its own links need no undo record.
   k.level = level;
   for (std::uint32_t l = 0; l < level; ++l) k.forward[l] = forward(update[l], l);
+  k.back = update[0];
+  if (k.forward[0] != kNone) tx.set(this->key(k.forward[0]).back, slot);
   for (std::uint32_t l = 0; l < level; ++l) tx.set(forward(update[l], l), slot);
 }
 
@@ -154,6 +160,8 @@ void Store::skip_remove(Tx& tx, std::uint32_t slot, std::string_view key) {
   predecessors(key, update);
   KeySlotHeader& k = this->key(slot);
   if (k.level < 1 || k.level > kSkipLevels) abort_corrupt("skip-list node level");
+  if (k.back != update[0]) abort_corrupt("skip list's back link does not match");
+  if (k.forward[0] != kNone) tx.set(this->key(k.forward[0]).back, k.back);
   for (std::uint32_t l = 0; l < k.level; ++l) {
     std::uint32_t& link = forward(update[l], l);
     if (link != slot) abort_corrupt("skip list does not reach a key");

@@ -139,7 +139,8 @@ class Store {
   void set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id);
   // The first key slot whose key is >= `key` in byte order, or kNone.
   std::uint32_t lower_bound(std::string_view key) const;
-  std::uint32_t next_key(std::uint32_t slot) const;  // level-0 successor
+  std::uint32_t next_key(std::uint32_t slot) const;      // level-0 successor
+  std::uint32_t previous_key(std::uint32_t slot) const;  // level-0 predecessor
 
   std::uint32_t hash32(std::string_view key) const noexcept;
   // The skip-list height of a new node holding `key`, whose hash32 is `hash`.

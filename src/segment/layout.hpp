@@ -276,8 +276,10 @@ struct KeySlotHeader {
   std::uint32_t level;                 // skip-list levels of this node, 1..kSkipLevels
   std::uint32_t forward[kSkipLevels];  // next key slot at each level, or kNone
   std::uint32_t vacant_prev;           // while vacant: the next newer on the vacant list
+  std::uint32_t back;                  // the previous key slot at level 0, or kNone
+  std::uint32_t reserved;
 };
-static_assert(sizeof(KeySlotHeader) == 112);
+static_assert(sizeof(KeySlotHeader) == 120);
 static_assert(offsetof(KeySlotHeader, used) == 32);
 static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
