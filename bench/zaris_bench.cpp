@@ -220,18 +220,17 @@ void BM_GrantRevoke(benchmark::State& state) {
   }
 }
 
-// Informative: a new key attached to a live lease, then deleted. Unlike
-// BM_PutWithLease this inserts into and removes from the ordered index, in the
-// middle of N keys.
-void BM_PutCreateDelete(benchmark::State& state) {
-  Population* population = populated(state, "PutCreateDelete");
-  if (population == nullptr) return;
-  zaris::Client& client = *population->client;
-  const std::string key = key_name(2 * population->middle() + 1);
+// Puts keys[i] (i = 0, 1, ... cycling), attached to the middle lease, then
+// deletes it; the timed loop of the put-and-delete benchmarks.
+void put_delete_loop(benchmark::State& state, Population& population,
+                     const std::vector<std::string>& keys) {
+  zaris::Client& client = *population.client;
   const std::string value(kValueBytes, 'n');
-  const zaris::Put options = zaris::Put::with_lease(population->leases[population->middle()]);
-
+  const zaris::Put options = zaris::Put::with_lease(population.leases[population.middle()]);
+  std::size_t next = 0;
   for (auto _ : state) {
+    const std::string& key = keys[next];
+    next = next + 1 == keys.size() ? 0 : next + 1;
     auto put = client.put(key, value, options);
     if (failed(state, put, "put")) break;
     auto deleted = client.del(key);
@@ -243,6 +242,15 @@ void BM_PutCreateDelete(benchmark::State& state) {
   }
 }
 
+// Informative: an absent key (in the middle of the N) attached to a live
+// lease, then deleted, over and over. The delete leaves its slot vacant, so
+// each put after the first revives it without touching the ordered index.
+void BM_PutCreateDelete(benchmark::State& state) {
+  Population* population = populated(state, "PutCreateDelete");
+  if (population == nullptr) return;
+  put_delete_loop(state, *population, {key_name(2 * population->middle() + 1)});
+}
+
 // Informative: put + del of a key not used for a while, cycling through 1,024
 // keys in the middle of the N others, so that each put inserts into both
 // indexes and, past the first 64, each delete also removes the oldest vacant
@@ -250,26 +258,12 @@ void BM_PutCreateDelete(benchmark::State& state) {
 void BM_PutDeleteNewKeys(benchmark::State& state) {
   Population* population = populated(state, "PutDeleteNewKeys");
   if (population == nullptr) return;
-  zaris::Client& client = *population->client;
   constexpr std::uint64_t kCycle = 1024;
   const std::uint64_t first =
       population->middle() > kCycle / 2 ? population->middle() - kCycle / 2 : 0;
   std::vector<std::string> keys;
   for (std::uint64_t i = 0; i < kCycle; ++i) keys.push_back(key_name(2 * (first + i) + 1));
-  const std::string value(kValueBytes, 'n');
-  const zaris::Put options = zaris::Put::with_lease(population->leases[population->middle()]);
-  std::uint64_t next = 0;
-  for (auto _ : state) {
-    const std::string& key = keys[next++ % kCycle];
-    auto put = client.put(key, value, options);
-    if (failed(state, put, "put")) break;
-    auto deleted = client.del(key);
-    if (failed(state, deleted, "del")) break;
-    if (deleted->deleted != 1) {
-      state.SkipWithError("del: the key just put was not deleted");
-      break;
-    }
-  }
+  put_delete_loop(state, *population, keys);
 }
 
 // Mutex lock + unlock (uncontended, session open) in a segment holding the
@@ -280,8 +274,9 @@ void BM_LockUnlockAmong(benchmark::State& state) {
   if (population == nullptr) return;
   auto session = zaris::Session::create(*population->client, zaris::SessionOptions{60s, {}});
   if (!session) return state.SkipWithError(describe("session", session.error()).c_str());
-  // "k:" and 13 digits: its keys ("NAME/" and a 16-digit lease id) fit the
-  // 32 bytes, and sort just before key_name(2 * middle).
+  // "k:" and the first 13 digits of the middle key: its keys ("NAME/" and a
+  // 16-digit lease id) fit the 32 bytes, and sort just before the keys that
+  // share those digits, in the middle of the N.
   zaris::Mutex mutex(**session, key_name(2 * population->middle()).substr(0, 15));
   for (auto _ : state) {
     auto locked = mutex.lock();

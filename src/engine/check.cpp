@@ -197,8 +197,10 @@ std::vector<std::string> Engine::check_locked() const {
     }
     if (used != st.key_count)
       fail("key count is " + n(st.key_count) + " but " + n(used) + " slots are used");
-    if (vacant != st.vacant_count || vacant > segment::kMaxVacantKeys)
+    if (vacant != st.vacant_count)
       fail("vacant key count is " + n(st.vacant_count) + " but " + n(vacant) + " slots are vacant");
+    if (vacant > segment::kMaxVacantKeys)
+      fail(n(vacant) + " key slots are vacant, more than " + n(segment::kMaxVacantKeys));
     if ((st.vacant_head == kNone) != (vacant == 0)) fail("vacant key list head");
     if (st.vacant_head != kNone) {
       // A circle through every vacant slot, newest first, linked both ways.

@@ -667,7 +667,7 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
     return;  // the common case: nothing is due
   std::uint32_t leases = kReapLeaseBudget;
   std::uint32_t keys = kReapKeyBudget;
-  if (store_.state().dying_processes > 0 && !release_dying(tx, keys)) return;
+  if (st.dying_processes > 0 && !release_dying(tx, keys)) return;
   reap_expired(tx, now, leases, keys);
 }
 
@@ -914,12 +914,6 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
     if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
   }
   Store::Probe probe = store_.find(key);
-  if (probe.slot == kNone && store_.evict_vacant_for_insert(tx)) {
-    // The slot it freed is about to be written as a fresh one, without undo
-    // records: its removal must not be undone. Readers never saw it.
-    tx.commit();
-    probe = store_.find(key);
-  }
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
@@ -927,6 +921,14 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
     return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
                                               ", not " + std::to_string(*options.if_mod_revision)};
+  if (probe.slot == kNone && tx.empty() && store_.evict_vacant_for_insert(tx)) {
+    // No slot was free: the oldest vacant one was freed, to be written below
+    // as a fresh slot without undo records, so its removal must not be undone.
+    // Readers never saw it. (With other writes in this transaction there is
+    // no such commit, and no eviction: a full table is full.)
+    tx.commit();
+    probe = store_.find(key);
+  }
   StoreState& st = store_.state();
   if (probe.slot != kNone && !exists && !vacant) {
     // The key died with its lease and was not reaped yet: its DELETE comes
@@ -1003,8 +1005,12 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
   // The keys under the prefix are one run in byte order, and ours (under it:
   // the callers check) is in that run: walk out from it both ways, with no
   // search from the top of the skip list.
-  for (std::uint32_t s = store_.previous_key(own_slot); s != kNone && consider(s);
-       s = store_.previous_key(s)) {
+  for (std::uint32_t from = own_slot, s = store_.previous_key(own_slot);;
+       from = s, s = store_.previous_key(s)) {
+    // A wrong back link could skip a contender: two holders of one lock.
+    if ((s == kNone ? store_.first_key() : store_.next_key(s)) != from)
+      abort_corrupt("skip list's back link does not match");
+    if (s == kNone || !consider(s)) break;
   }
   for (std::uint32_t s = store_.next_key(own_slot); s != kNone && consider(s);
        s = store_.next_key(s)) {

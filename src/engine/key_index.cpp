@@ -94,7 +94,10 @@ Store::Probe Store::find(std::string_view key) const {
     }
     if (static_cast<std::uint32_t>(b >> 32) == probe.hash32) {
       auto slot = static_cast<std::uint32_t>(b) - 1;
-      if (key_bytes(this->key(slot)) == key) {
+      const KeySlotHeader& k = this->key(slot);
+      if (key_bytes(k) == key) {
+        if (k.used != kKeyLive && k.used != kKeyVacant)
+          abort_corrupt("hash index holds a free key slot");
         probe.slot = slot;
         probe.bucket = i;
         return probe;
@@ -300,6 +303,7 @@ void Store::vacant_unlink(Tx& tx, std::uint32_t slot) {
   } else {
     const std::uint32_t older = k.next_free;
     const std::uint32_t newer = k.vacant_prev;
+    if (older == slot || newer == slot) abort_corrupt("vacant key list is shorter than its count");
     KeySlotHeader& o = vacant_key(older);
     KeySlotHeader& n = vacant_key(newer);
     if (o.vacant_prev != slot || n.next_free != slot) abort_corrupt("vacant key list links");
@@ -315,8 +319,7 @@ void Store::vacate_key(Tx& tx, std::uint32_t slot) {
   KeySlotHeader& k = key(slot);
   if (k.used != kKeyLive) abort_corrupt("vacating a key that is not live");
   if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
-  if (st.vacant_count == segment::kMaxVacantKeys)
-    remove_key(tx, vacant_key(st.vacant_head).vacant_prev);  // the oldest makes room
+  if (st.vacant_count == segment::kMaxVacantKeys) remove_oldest_vacant(tx);
   tx.set(k.used, kKeyVacant);  // it stays on its lease's list: it goes when the lease ends
   if (st.vacant_head == kNone) {
     tx.set(k.next_free, slot);
@@ -344,8 +347,12 @@ bool Store::evict_vacant_for_insert(Tx& tx) {
   if (st.key_free_head != kNone || st.key_high_water < layout_->caps.max_keys ||
       st.vacant_head == kNone)
     return false;
-  remove_key(tx, vacant_key(st.vacant_head).vacant_prev);  // the oldest
+  remove_oldest_vacant(tx);
   return true;
+}
+
+void Store::remove_oldest_vacant(Tx& tx) {
+  remove_key(tx, vacant_key(state_->vacant_head).vacant_prev);  // checks it is vacant
 }
 
 }  // namespace zaris::engine

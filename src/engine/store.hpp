@@ -122,7 +122,7 @@ class Store {
   std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key,
                            std::uint64_t revision);
   // Unlinks the key (live or vacant) from the hash, the skip list, its lease
-  // or the vacant list, and frees it.
+  // and (vacant) the vacant list, and frees it.
   void remove_key(Tx& tx, std::uint32_t slot);
   // The same for the key `probe` (from find()) found.
   void remove_key(Tx& tx, const Probe& probe);
@@ -139,8 +139,9 @@ class Store {
   void set_key_lease(Tx& tx, std::uint32_t slot, std::uint64_t lease_id);
   // The first key slot whose key is >= `key` in byte order, or kNone.
   std::uint32_t lower_bound(std::string_view key) const;
-  std::uint32_t next_key(std::uint32_t slot) const;      // level-0 successor
-  std::uint32_t previous_key(std::uint32_t slot) const;  // level-0 predecessor
+  std::uint32_t first_key() const { return state_->skip_head[0]; }  // or kNone
+  std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
+  std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
 
   std::uint32_t hash32(std::string_view key) const noexcept;
   // The skip-list height of a new node holding `key`, whose hash32 is `hash`.
@@ -157,6 +158,7 @@ class Store {
   void lease_list_unlink(Tx& tx, std::uint32_t slot);
   KeySlotHeader& vacant_key(std::uint32_t slot) const;  // aborts unless it is vacant
   void vacant_unlink(Tx& tx, std::uint32_t slot);
+  void remove_oldest_vacant(Tx& tx);
   void heap_sift_up(Tx& tx, std::uint32_t pos);
   void heap_sift_down(Tx& tx, std::uint32_t pos);
   void heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry);

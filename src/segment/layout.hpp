@@ -228,14 +228,15 @@ struct alignas(kCacheLine) LeaseSlot {
   std::atomic<std::uint64_t> id;           // (generation << slot_bits) | slot; kept when freed
   std::atomic<std::uint64_t> deadline_ns;  // expiry instant, or kDeadlineDead / kDeadlineFree
   std::atomic<std::uint64_t> ttl_ns;       // granted TTL; read by keep_alive without the lock
-  std::uint64_t end_revision;              // revision of its keys' deletion, 0 until reaping starts
+  std::uint64_t end_revision;              // revision of its keys' deletion, 0 until taken
+                                           // (at the first live key reaped)
   std::uint32_t owner;                     // bound: the owner's ProcessSlot; else kNone
   std::uint32_t owner_generation;          // bound: that slot's generation at the grant
   std::uint32_t owner_prev;                // bound: the owner's list of leases
   std::uint32_t flags;                     // kLeaseBound, kLeaseRevoked
   std::uint32_t heap_pos;                  // index of its entry in the expiry heap
   std::uint32_t key_head;                  // first attached key slot, or kNone
-  std::uint32_t key_count;                 // attached keys
+  std::uint32_t key_count;                 // attached keys, vacant ones included
   // While free: the free-list link. While bound: the owner's list of leases.
   std::uint32_t next;
 };

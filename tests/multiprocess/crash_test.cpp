@@ -303,6 +303,28 @@ std::vector<Scenario> scenarios() {
              joined->predecessor != co::contender_key("q", (*holder)->lease))
            ::_exit(7);
        }},
+      // A lock taken again: the contender's vacant key revived, behind a
+      // holder found through the back links.
+      {"join a queue again",
+       [](Client& c, auto&) {
+         namespace co = zaris::coordination;
+         some_keys(c);
+         LeaseId holder = grant_with_keys(c, "l/", 1, 10s);
+         BOOST_REQUIRE(co::join(c, "q", co::contender_key("q", holder), "", holder).ok());
+         (void)c.leases().grant(5s);  // expires first: first_lease()
+         LeaseId mine = first_lease(c);
+         BOOST_REQUIRE(co::join(c, "q", co::contender_key("q", mine), "", mine).ok());
+         BOOST_REQUIRE(c.del(co::contender_key("q", mine)).ok());
+       },
+       [](Client& c) {
+         namespace co = zaris::coordination;
+         LeaseId mine = first_lease(c);
+         auto joined = co::join(c, "q", co::contender_key("q", mine), "", mine);
+         auto holder = c.get("l/0");
+         if (!joined || joined->head || !holder || !*holder ||
+             joined->predecessor != co::contender_key("q", (*holder)->lease))
+           ::_exit(7);
+       }},
       {"conditional put", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) {
          auto kv = c.get("m");
@@ -313,8 +335,9 @@ std::vector<Scenario> scenarios() {
       {"delete with the vacant slots all kept",
        [](Client& c, auto&) {
          some_keys(c);
+         auto lease = c.leases().grant(10s);  // the oldest leaves its lease's list
          for (std::uint32_t i = 0; i < zaris::segment::kMaxVacantKeys; ++i) {
-           BOOST_REQUIRE(c.put("v/" + std::to_string(i), "x").ok());
+           BOOST_REQUIRE(c.put("v/" + std::to_string(i), "x", Put::with_lease(*lease)).ok());
            BOOST_REQUIRE(c.del("v/" + std::to_string(i)).ok());
          }
        },
@@ -355,13 +378,25 @@ std::vector<Scenario> scenarios() {
        },
        [](Client& c) { (void)c.leases().revoke(first_lease(c)); }},
       // Its deleted keys' vacant slots go silently, the rest with DELETEs.
+      // The first batch (the newest 32 keys) is all vacant: the revision is
+      // taken in the second.
       {"revoke a lease with deleted keys",
        [](Client& c, auto&) {
          some_keys(c);
          grant_with_keys(c, "r/", 40, 10s);
-         for (const char* k : {"r/0", "r/7", "r/39"}) BOOST_REQUIRE(c.del(k).ok());
+         for (int i = 8; i < 40; ++i) BOOST_REQUIRE(c.del("r/" + std::to_string(i)).ok());
+         BOOST_REQUIRE(c.del("r/3").ok());
        },
        [](Client& c) { (void)c.leases().revoke(first_lease(c)); }},
+      {"expiry reaping of a lease whose keys were all deleted",
+       [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         grant_with_keys(c, "e/", 3, 1s);
+         for (const char* k : {"e/0", "e/1", "e/2"}) BOOST_REQUIRE(c.del(k).ok());
+         (void)c.leases().grant(5s);
+         clock.advance(1s);
+       },
+       [](Client& c) { (void)c.put("x", "reaps"); }},
       {"expiry reaping",
        [](Client& c, zaris::ManualClock& clock) {
          some_keys(c);

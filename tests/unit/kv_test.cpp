@@ -231,6 +231,28 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_keys_slot_goes_with_its_lease, SegmentFixture)
   require_consistent();
 }
 
+// A deleted key whose lease then ends is deleted once: no DELETE for the
+// lease's end, and a put takes it up as a new key.
+BOOST_FIXTURE_TEST_CASE(a_deleted_key_of_an_ended_lease_is_deleted_once, SegmentFixture) {
+  auto lease = client->leases().grant(1s);
+  auto put = client->put("k", "1", Put::with_lease(*lease));
+  BOOST_REQUIRE(put.ok());
+  BOOST_REQUIRE(client->del("k").ok());
+  clock->advance(1s);
+  auto again = client->put("k", "2");
+  BOOST_REQUIRE(again.ok());
+  auto watcher = client->watch("k", {false, put->revision});
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  std::vector<std::string> seen;
+  for (auto& e : *events)
+    seen.push_back(std::string(zaris::event_type_name(e.type)) + " " +
+                   std::string(zaris::delete_reason_name(e.reason)));
+  BOOST_TEST((seen == std::vector<std::string>{"PUT none", "DELETE deleted", "PUT none"}));
+  BOOST_TEST((*client->get("k"))->create_revision == again->revision);
+  require_consistent();
+}
+
 // Deletes never cost room: the vacant slots they leave give way to new keys,
 // and only a few are kept (check() bounds them).
 BOOST_FIXTURE_TEST_CASE(deleted_keys_give_their_room_to_new_ones, SegmentFixture) {

@@ -7,6 +7,7 @@
 
 #include <cstring>
 
+#include "coordination/queue.hpp"
 #include "segment/layout.hpp"
 #include "support.hpp"
 
@@ -247,6 +248,60 @@ BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
                             77);
   BOOST_TEST(created->get_prefix("b").code() == Errc::corrupt_segment);
   BOOST_TEST(!created->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+// The vacant list and the skip list's back links are read from the segment
+// too: broken, they give errors, never a wrong answer.
+BOOST_AUTO_TEST_CASE(corrupt_vacant_list_and_back_links_yield_errors) {
+  using namespace zaris::segment;
+  namespace co = zaris::coordination;
+  std::string name = unique_segment_name("corrupt");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  Layout layout;
+  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
+  const auto state = static_cast<off_t>(layout.control_offset + offsetof(Control, state));
+  const auto slot = [&](std::uint32_t s, std::size_t field) {
+    return static_cast<off_t>(layout.keys_offset + s * layout.key_slot_bytes + field);
+  };
+  // Slots 0 and 1 hold two contenders of lock q; slot 2 a deleted key.
+  auto first = created->leases().grant(10s);
+  auto second = created->leases().grant(10s);
+  BOOST_REQUIRE(co::join(*created, "q", co::contender_key("q", *first), "", *first).ok());
+  BOOST_REQUIRE(co::join(*created, "q", co::contender_key("q", *second), "", *second).ok());
+  BOOST_REQUIRE(created->put("gone", "x").ok());
+  BOOST_REQUIRE(created->del("gone").ok());
+  BOOST_REQUIRE(created->check()->empty());
+
+  // The back link of the contender that sorts last skips the other: its
+  // view must not take itself for alone.
+  const std::string key0 = co::contender_key("q", *first);   // slot 0
+  const std::string key1 = co::contender_key("q", *second);  // slot 1
+  const std::uint32_t last = key0 < key1 ? 1 : 0;
+  const std::string& last_key = last == 1 ? key1 : key0;
+  const auto back = slot(last, offsetof(KeySlotHeader, back));
+  poke_value<std::uint32_t>(shm_path(name), back, kNone);
+  auto place = co::place(*created, "q", last_key, (*created->get(last_key))->create_revision);
+  BOOST_TEST(place.code() == Errc::corrupt_segment);
+  BOOST_TEST(!created->check()->empty());
+  poke_value<std::uint32_t>(shm_path(name), back, 1 - last);
+  BOOST_REQUIRE(created->check()->empty());
+
+  // The vacant list's head names a live key.
+  poke_value<std::uint32_t>(shm_path(name), state + offsetof(StoreState, vacant_head), 0);
+  BOOST_TEST(!created->check()->empty());
+  BOOST_TEST(created->put("gone", "back").code() == Errc::corrupt_segment);
+  poke_value<std::uint32_t>(shm_path(name), state + offsetof(StoreState, vacant_head), 2);
+  BOOST_REQUIRE(created->check()->empty());
+
+  // A vacant slot's link points at itself while the count says two.
+  BOOST_REQUIRE(created->put("gone2", "x").ok());
+  BOOST_REQUIRE(created->del("gone2").ok());
+  BOOST_REQUIRE(created->check()->empty());
+  poke_value<std::uint32_t>(shm_path(name), slot(3, offsetof(KeySlotHeader, next_free)), 3);
+  BOOST_TEST(!created->check()->empty());
+  BOOST_TEST(created->put("gone2", "back").code() == Errc::corrupt_segment);
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
