@@ -41,7 +41,11 @@ void populate(Client& c, zaris::ManualClock& clock) {
   (void)c.put("x/2", "two", Put::with_lease(*b));
   (void)c.put("x/3", "3", Put::with_lease(*b));
   (void)c.put("y", "why");
-  clock.advance(1s);  // a expires, unreaped
+  (void)c.put("q/1", "", Put::with_lease(*b));
+  (void)c.del("q/1");  // a vacant slot, on b's list
+  (void)c.put("gone", "g");
+  (void)c.del("gone");  // another, on no lease
+  clock.advance(1s);    // a expires, unreaped
 }
 
 bool save(const std::string& name, const std::string& dir, int n) {
@@ -80,6 +84,7 @@ int main(int argc, char** argv) {
       [](Client& c) { (void)c.put("x/2", "new", Put::with_lease(c.leases().list()->back().id)); },
       [](Client& c) { (void)c.leases().revoke(c.leases().list()->back().id); },
       [](Client& c) { (void)c.del_prefix("x/"); },
+      [](Client& c) { (void)c.put("q/1", "back", Put::with_lease(c.leases().list()->back().id)); },
   };
   int n = 0;
   int interrupted_seeds = 0;

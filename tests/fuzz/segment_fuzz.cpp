@@ -40,6 +40,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)engine.put("a", "value", {});
   if (granted) (void)engine.put("b", "leased", zaris::Put::with_lease(*granted));
   (void)engine.put("c", "x", zaris::Put::absent());
+  // A queue's join and view walk the back links from the key's own slot;
+  // a delete leaves a vacant slot, the next put revives it.
+  auto member = [](std::string_view, std::size_t) { return true; };
+  (void)engine.put_and_view("q/1", "", {}, "q/", member);
+  (void)engine.queue_view("q/", "q/1", member);
+  (void)engine.del("q/1", false);
+  (void)engine.put("q/1", "again", {});
   (void)engine.del("a", false);
   (void)engine.del("", true);
   (void)engine.check();
