@@ -256,6 +256,28 @@ void dead_owner(Client& c, zaris::ManualClock& clock, int keys) {
   BOOST_REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }
 
+// Lock q held by the lease with key l/0, and a lease of 5 s (first_lease())
+// with no key.
+void queue_with_holder(Client& c) {
+  namespace co = zaris::coordination;
+  some_keys(c);
+  LeaseId holder = grant_with_keys(c, "l/", 1, 10s);
+  BOOST_REQUIRE(co::join(c, "q", co::contender_key("q", holder), "", holder).ok());
+  (void)c.leases().grant(5s);  // expires first: first_lease()
+}
+
+// first_lease() joins q: behind the holder (the lease with key l/0), or the
+// child exits 7.
+void join_behind_the_holder(Client& c) {
+  namespace co = zaris::coordination;
+  LeaseId mine = first_lease(c);
+  auto joined = co::join(c, "q", co::contender_key("q", mine), "", mine);
+  auto holder = c.get("l/0");
+  if (!joined || joined->head || !holder || !*holder ||
+      joined->predecessor != co::contender_key("q", (*holder)->lease))
+    ::_exit(7);
+}
+
 std::vector<Scenario> scenarios() {
   return {
       {"grant", [](Client& c, auto&) { some_keys(c); },
@@ -284,47 +306,18 @@ std::vector<Scenario> scenarios() {
        [](Client& c) { (void)c.put("l/1", "reborn", Put::absent()); }},
       // A lock's acquisition: its key put and its place found in one step,
       // behind a holder.
-      {"join a queue",
-       [](Client& c, auto&) {
-         some_keys(c);
-         LeaseId holder = grant_with_keys(c, "l/", 1, 10s);
-         BOOST_REQUIRE(zaris::coordination::join(
-                           c, "q", zaris::coordination::contender_key("q", holder), "", holder)
-                           .ok());
-         (void)c.leases().grant(5s);  // expires first: first_lease()
-       },
-       [](Client& c) {
-         namespace co = zaris::coordination;
-         LeaseId mine = first_lease(c);
-         auto joined = co::join(c, "q", co::contender_key("q", mine), "", mine);
-         // Behind the holder (the lease with keys l/...): anything else is wrong.
-         auto holder = c.get("l/0");
-         if (!joined || joined->head || !holder || !*holder ||
-             joined->predecessor != co::contender_key("q", (*holder)->lease))
-           ::_exit(7);
-       }},
+      {"join a queue", [](Client& c, auto&) { queue_with_holder(c); }, join_behind_the_holder},
       // A lock taken again: the contender's vacant key revived, behind a
       // holder found through the back links.
       {"join a queue again",
        [](Client& c, auto&) {
          namespace co = zaris::coordination;
-         some_keys(c);
-         LeaseId holder = grant_with_keys(c, "l/", 1, 10s);
-         BOOST_REQUIRE(co::join(c, "q", co::contender_key("q", holder), "", holder).ok());
-         (void)c.leases().grant(5s);  // expires first: first_lease()
+         queue_with_holder(c);
          LeaseId mine = first_lease(c);
          BOOST_REQUIRE(co::join(c, "q", co::contender_key("q", mine), "", mine).ok());
          BOOST_REQUIRE(c.del(co::contender_key("q", mine)).ok());
        },
-       [](Client& c) {
-         namespace co = zaris::coordination;
-         LeaseId mine = first_lease(c);
-         auto joined = co::join(c, "q", co::contender_key("q", mine), "", mine);
-         auto holder = c.get("l/0");
-         if (!joined || joined->head || !holder || !*holder ||
-             joined->predecessor != co::contender_key("q", (*holder)->lease))
-           ::_exit(7);
-       }},
+       join_behind_the_holder},
       {"conditional put", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) {
          auto kv = c.get("m");
