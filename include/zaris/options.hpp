@@ -31,6 +31,12 @@ struct ClientOptions {
   // The time source; null means CLOCK_MONOTONIC. Every client of one segment
   // must use the same time line.
   std::shared_ptr<const Clock> clock;
+  // Opening refuses a segment owned by another user (root excepted) or
+  // writable by its group or others, because whoever can write a segment can
+  // make every process attached to it write where they choose (docs/segment.md,
+  // "Trust"). Set this to share a segment on purpose, e.g. with a group
+  // (created with mode 0660).
+  bool trust_other_writers = false;
 };
 
 // Bytes a segment with these capacities occupies (header, lock, journal,
