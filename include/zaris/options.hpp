@@ -12,8 +12,8 @@
 namespace zaris {
 
 // Capacities fixed when a segment is created. The segment's size follows from
-// them (see segment_size() and docs/segment.md); pages are touched lazily, so
-// unused capacity costs address space, not memory.
+// them (see segment_size() and docs/segment.md); every page is reserved at
+// creation, so a full /dev/shm is Errc::no_space then, never SIGBUS later.
 struct SegmentOptions {
   std::uint32_t max_leases = 4096;       // 1 .. 16,777,216
   std::uint32_t max_keys = 8192;         // 1 .. 16,777,216
@@ -21,7 +21,9 @@ struct SegmentOptions {
   std::uint32_t max_value_bytes = 1024;  // 0 .. 1,048,576
   std::uint32_t max_events = 4096;       // 64 .. 1,048,576: the watch history kept
   std::uint32_t max_processes = 256;     // 1 .. 65,536: clients with bound leases at once
-  mode_t mode = 0600;                    // permission bits of the segment
+  // Permission bits of the segment, applied exactly (the umask is not). Bits
+  // that let the group or others write need ClientOptions::trust_other_writers.
+  mode_t mode = 0600;
 };
 
 struct ClientOptions {

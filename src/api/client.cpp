@@ -23,19 +23,19 @@ Client::~Client() = default;
 
 Result<Client> Client::create(std::string_view segment, const SegmentOptions& segment_options,
                               const ClientOptions& options) {
-  return attach(segment::Mapping::create(segment, segment_options), options,
+  return attach(segment::Mapping::create(segment, segment_options, options), options,
                 [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
 }
 
 Result<Client> Client::open(std::string_view segment, const ClientOptions& options) {
-  return attach(segment::Mapping::open(segment), options,
+  return attach(segment::Mapping::open(segment, options), options,
                 [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
 }
 
 Result<Client> Client::open_or_create(std::string_view segment,
                                       const SegmentOptions& segment_options,
                                       const ClientOptions& options) {
-  return attach(segment::Mapping::open_or_create(segment, segment_options), options,
+  return attach(segment::Mapping::open_or_create(segment, segment_options, options), options,
                 [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
 }
 

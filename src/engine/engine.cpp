@@ -150,16 +150,12 @@ std::int64_t Engine::now() const noexcept {
 
 template <typename T, typename Body>
 Result<T> Engine::locked(Reap reap, Body&& body) {
+  if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);
   if (!acquired) return std::move(acquired).error();
   t_wakeups = Wakeups{};  // before a repair, which wakes everyone
   if (*acquired == segment::Acquired::owner_died) {
-    if (auto repaired = recover(); !repaired) {
-      // Unlocking without marking it consistent makes the lock unrecoverable:
-      // nobody trusts this segment again.
-      segment::unlock(*control_);
-      return std::move(repaired).error();
-    }
+    if (Result<void> repaired = recover_or_poison(); !repaired) return std::move(repaired).error();
   }
   Tx tx(mapping_->base(), layout_);
   std::optional<Result<T>> result;
@@ -191,8 +187,20 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   segment::crash::step();
   segment::unlock(*control_);
   wake_noted();
+  // Truncated under us: what it read and wrote was zero pages of its own.
+  if (mapping_->lost()) return mapping_->lost_error();
   if (!result) return Error{Errc::io_error, "out of memory"};
   return std::move(*result);
+}
+
+Result<void> Engine::recover_or_poison() {
+  Result<void> repaired = recover();
+  if (repaired) return repaired;
+  // Unlocking without marking it consistent makes the lock unrecoverable;
+  // the poison word tells every process why, at once, before it waits.
+  mapping_->poison(repaired.error().message);
+  segment::unlock(*control_);
+  return mapping_->lost_error();
 }
 
 Result<void> Engine::recover() {
@@ -760,6 +768,14 @@ Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& 
 }
 
 Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
+  auto renewed = renew(id);
+  // Truncated under it, or poisoned: whatever it read is not the lease.
+  if (mapping_->lost()) [[unlikely]]
+    return mapping_->lost_error();
+  return renewed;
+}
+
+Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {
   std::uint64_t want = id.value();
   std::uint32_t slot = store_.lease_slot_of(want);
   if (want == 0 || slot >= layout_.caps.max_leases)
@@ -1159,13 +1175,14 @@ Result<SegmentInfo> Engine::info() {
 }
 
 Result<void> Engine::repair() {
+  if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);
   if (!acquired) return std::move(acquired).error();
   t_wakeups = Wakeups{};
-  auto repaired = recover();
+  if (Result<void> repaired = recover_or_poison(); !repaired) return repaired;
   segment::unlock(*control_);
   wake_noted();
-  return repaired;
+  return {};
 }
 
 Result<std::vector<std::string>> Engine::check() {

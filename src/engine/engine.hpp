@@ -122,6 +122,10 @@ class Engine {
 
   std::int64_t now() const noexcept;
   Result<void> recover();
+  // recover(); if it fails, poisons the segment and releases the lock.
+  Result<void> recover_or_poison();
+  // keep_alive without the lost-segment check.
+  Result<std::chrono::nanoseconds> renew(LeaseId id);
   // A key and value put() accepts, or why not.
   Result<void> check_put(std::string_view key, std::string_view value) const;
   // The bodies of put() and queue_view(), under the lock.

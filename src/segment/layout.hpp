@@ -14,12 +14,11 @@
 //   EventRingHeader, EventSlot[max_events]
 //   ProcessSlot[max_processes]     the process registry (docs/owners.md)
 //
-// Writers: only the creator writes the Header. Every other word is written by
-// the holder of Control::mutex, through the journal (Tx), with three
-// exceptions argued in docs/segment.md: the body of a slot allocated in the
-// same transaction (a rollback returns it to the free list unread); the
-// lease deadline CAS to DEAD (sealing, revoke), which is final; and keep_alive's
-// lock-free CAS of a lease's {id, deadline} pair.
+// Writers: only the creator writes the Header (but its poison fields, see there). Every other word
+// is written by the holder of Control::mutex, through the journal (Tx), with three exceptions
+// argued in docs/segment.md: the body of a slot allocated in the same transaction (a rollback
+// returns it to the free list unread); the lease deadline CAS to DEAD (sealing, revoke), which is
+// final; and keep_alive's lock-free CAS of a lease's {id, deadline} pair.
 #pragma once
 
 #include <pthread.h>
@@ -34,7 +33,7 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 4;
+inline constexpr std::uint32_t kLayoutVersion = 5;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -89,9 +88,12 @@ struct Capacities {
 };
 static_assert(sizeof(Capacities) == 24);
 
-// Written once by the creator before `ready`; read-only afterwards. The
-// offsets of `magic`, `layout_version` and `ready` never change between layout
-// versions, so any version can tell another apart.
+// Written once by the creator before `ready`; read-only afterwards, but for
+// the poison fields: a locker whose repair failed writes poison_reason and
+// poison_pid, then `poisoned` (release), before it releases the lock; they
+// are never written again. The offsets of `magic`, `layout_version` and
+// `ready` never change between layout versions, so any version can tell
+// another apart.
 struct alignas(kCacheLine) Header {
   std::uint64_t magic;           // kMagic
   std::uint32_t layout_version;  // kLayoutVersion
@@ -103,7 +105,13 @@ struct alignas(kCacheLine) Header {
   std::uint64_t hash_seed;        // random per segment: keys hash unpredictably
   std::uint32_t creator_pid;      // who is (or was) building it; for "not ready" errors
   std::uint32_t lease_slot_bits;  // low bits of a lease id that name the slot
-  std::uint8_t reserved[88];
+  // The creator's CLOCK_MONOTONIC offset from its time namespace
+  // (/proc/self/timens_offsets): every attacher must read the same clock.
+  std::int64_t monotonic_offset_ns;
+  std::atomic<std::uint32_t> poisoned;  // 1 once a repair failed: the segment is lost
+  std::uint32_t poison_pid;             // who found the repair failing
+  char poison_reason[64];               // what failed, NUL-terminated if shorter
+  std::uint8_t reserved[8];
   std::atomic<std::uint32_t> ready;  // kReady, stored last with release order
   std::uint32_t reserved2;
 };
@@ -111,6 +119,8 @@ static_assert(sizeof(Header) == 192);
 static_assert(offsetof(Header, abi) == 16);
 static_assert(offsetof(Header, capacities) == 32);
 static_assert(offsetof(Header, boot_id) == 64);
+static_assert(offsetof(Header, monotonic_offset_ns) == 96);
+static_assert(offsetof(Header, poisoned) == 104);
 static_assert(offsetof(Header, ready) == 184);
 
 // The store state: every field written by the mutex holder through the journal.

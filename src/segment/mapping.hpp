@@ -12,14 +12,22 @@
 
 namespace zaris::segment {
 
-// A mapped, validated, ready segment.
+// A mapped, validated, ready segment. Opening follows no symbolic link,
+// checks the descriptor it maps (owner, mode, size) and refuses a segment
+// others could write unless `options.trust_other_writers` (docs/segment.md,
+// "Trust").
 class Mapping {
  public:
   static Result<std::unique_ptr<Mapping>> create(std::string_view name,
-                                                 const SegmentOptions& options);
-  static Result<std::unique_ptr<Mapping>> open(std::string_view name);
+                                                 const SegmentOptions& segment_options,
+                                                 const ClientOptions& options);
+  static Result<std::unique_ptr<Mapping>> open(std::string_view name, const ClientOptions& options);
+  // Opens the segment, or creates it; rebuilds one left empty or unfinished
+  // by a creator that died.
   static Result<std::unique_ptr<Mapping>> open_or_create(std::string_view name,
-                                                         const SegmentOptions& options);
+                                                         const SegmentOptions& segment_options,
+                                                         const ClientOptions& options);
+  // Removes the name without attaching: works on a broken segment too.
   static Result<void> destroy(std::string_view name);
   // Validates an image already in memory and wraps it, without owning it
   // (the fuzz target feeds the engine this way).
@@ -37,17 +45,32 @@ class Mapping {
   const Layout& layout() const { return layout_; }
   const std::string& path() const { return path_; }
 
-  // Validates a mapped image: header, version, ABI, capacities, size, boot.
-  // Used by open() and by tests that feed it untrusted bytes.
-  static Result<Layout> validate(const std::uint8_t* base, std::uint64_t size);
+  // Whether the segment can no longer be used: it was found truncated
+  // behind zaris's back (its pages now read as zeros here), or a repair of
+  // it failed (its header says poisoned). Cheap: every operation asks.
+  bool lost() const noexcept {
+    return truncated_.load(std::memory_order_acquire) != 0 ||
+           reinterpret_cast<const Header*>(base_)->poisoned.load(std::memory_order_acquire) != 0;
+  }
+  // Why it is lost: corrupt_segment with the reason.
+  Error lost_error() const;
+  // Marks the segment poisoned for every process: a repair failed. REQUIRES:
+  // the caller holds the segment lock it could not repair.
+  void poison(const std::string& reason) noexcept;
 
-  struct Region;  // the Boost objects; defined in mapping.cpp
+  // Validates a mapped image: header, version, ABI, capacities, size, boot,
+  // time namespace. Used by open() and by tests that feed it untrusted bytes.
+  static Result<Layout> validate(const std::uint8_t* base, std::uint64_t size);
 
  private:
   Mapping() = default;
-  std::unique_ptr<Region> region_;
+  static Result<std::unique_ptr<Mapping>> adopt(std::uint8_t* base, std::uint64_t size,
+                                                const Layout& layout, const std::string& path,
+                                                bool owned);
   std::uint8_t* base_ = nullptr;
   std::uint64_t size_ = 0;
+  bool owned_ = false;  // unmapped at destruction
+  std::atomic<std::uint32_t> truncated_{0};
   Layout layout_;
   std::string path_;
 };

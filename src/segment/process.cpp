@@ -106,6 +106,20 @@ std::uint64_t self_start_time() noexcept {
   return g_self_start_time.load(std::memory_order_relaxed);
 }
 
+std::int64_t monotonic_offset_ns() noexcept {
+  char buf[256];
+  if (read_small_file("/proc/self/timens_offsets", buf, sizeof buf) <= 0) return 0;
+  // Lines of "<clock> <seconds> <nanoseconds>": monotonic and boottime.
+  for (const char* line = buf; line != nullptr && *line != '\0';) {
+    long long seconds = 0, nanoseconds = 0;
+    if (std::sscanf(line, "monotonic %lld %lld", &seconds, &nanoseconds) == 2)
+      return static_cast<std::int64_t>(seconds) * 1'000'000'000 + nanoseconds;
+    line = std::strchr(line, '\n');
+    if (line != nullptr) ++line;
+  }
+  return 0;
+}
+
 bool process_exists(int pid) noexcept {
   if (pid <= 0) return false;
   return ::kill(pid, 0) == 0 || errno == EPERM;

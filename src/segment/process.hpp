@@ -23,4 +23,10 @@ std::uint64_t self_start_time() noexcept;
 
 bool process_exists(int pid) noexcept;
 
+// This process's CLOCK_MONOTONIC offset from the host's, in ns, as its time
+// namespace sets it (/proc/self/timens_offsets; 0 where the kernel has no
+// time namespaces). Processes with different offsets read different
+// monotonic clocks, so they cannot share deadlines.
+std::int64_t monotonic_offset_ns() noexcept;
+
 }  // namespace zaris::segment

@@ -1,5 +1,6 @@
 // Segments: create, open, destroy, and every way an open can be refused.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -162,14 +163,19 @@ BOOST_AUTO_TEST_CASE(a_creator_that_died_before_ready_is_reported) {
 }
 
 BOOST_AUTO_TEST_CASE(a_segment_mid_creation_is_waited_for_not_refused) {
-  // Sized but not yet written, as a creator leaves it between ftruncate and
-  // its header: an opener waits for `ready`, then says so, never "bad magic".
+  // Sized but not yet written, as a creator building in place leaves it
+  // between ftruncate and its header, holding the object's flock: an opener
+  // waits for `ready`, then says so, never "bad magic", and nobody rebuilds it.
   std::string name = unique_segment_name("midway");
   int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   BOOST_REQUIRE(fd >= 0);
+  BOOST_REQUIRE(::flock(fd, LOCK_EX) == 0);
   BOOST_REQUIRE(::ftruncate(fd, static_cast<off_t>(zaris::segment_size(small_segment()))) == 0);
+  auto opened = Client::open(name);
+  BOOST_TEST(opened.code() == Errc::segment_not_ready);
+  BOOST_TEST(opened.error().message.find("still not initialised") != std::string::npos);
+  BOOST_TEST(Client::open_or_create(name, small_segment()).code() == Errc::segment_not_ready);
   ::close(fd);
-  BOOST_TEST(Client::open(name).code() == Errc::segment_not_ready);
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
