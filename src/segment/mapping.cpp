@@ -372,7 +372,13 @@ Result<Found> map_and_validate(int fd, const std::string& path, const ClientOpti
   if (!mapped) return std::move(mapped).error();
   auto layout = Mapping::validate(mapped->base, size);
   if (layout.code() == Errc::segment_not_ready) {
-    found.creator = reinterpret_cast<const Header*>(mapped->base)->creator_pid;
+    // Unready, as a creator building in place leaves it: all zeros, or our
+    // magic written first. Anything else is some other file, never rebuilt.
+    const auto* h = reinterpret_cast<const Header*>(mapped->base);
+    if (h->magic != 0 && h->magic != kMagic)
+      return Error{Errc::incompatible_segment,
+                   "segment " + path + ": not a zaris segment (bad magic)"};
+    found.creator = h->creator_pid;
     return found;
   }
   if (!layout) {

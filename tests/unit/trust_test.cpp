@@ -316,4 +316,18 @@ BOOST_AUTO_TEST_CASE(an_empty_object_left_by_a_dead_creator_is_rebuilt) {
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
+BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_segment_is_never_rebuilt) {
+  // Unready-looking, as any other file is: only an empty object or one with
+  // zaris's magic (a build in place that died) may be rebuilt.
+  TempDir dir;
+  const std::string path = dir.path + "/notes";
+  const std::string text(100000, 'x');
+  { std::ofstream(path) << text; }
+  auto opened = Client::open_or_create(path, small_segment());
+  BOOST_TEST(opened.code() == Errc::incompatible_segment);
+  std::ifstream in(path);
+  std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST((after == text));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
