@@ -71,8 +71,8 @@ void must(zaris::Result<void> result) {
 std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) {
   std::size_t digits = 0;
   bool dot = false;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || (text[digits] == '.' && !dot))) {
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) ||
+                                  (text[digits] == '.' && !dot))) {
     dot = dot || text[digits] == '.';
     ++digits;
   }
@@ -100,8 +100,8 @@ std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) 
 std::chrono::nanoseconds duration_arg(const std::string& text, const char* what) {
   auto d = parse_duration(text);
   if (!d)
-    throw Usage{fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what,
-                            text)};
+    throw Usage{
+        fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what, text)};
   return *d;
 }
 
@@ -112,8 +112,7 @@ zaris::LeaseId lease_arg(const std::string& text) {
 }
 
 void require_key(const std::string& key, bool prefix) {
-  if (key.empty() && !prefix)
-    throw Usage{"KEY is empty (use --prefix with \"\" for every key)"};
+  if (key.empty() && !prefix) throw Usage{"KEY is empty (use --prefix with \"\" for every key)"};
 }
 
 // ---------------------------------------------------------------- output
@@ -381,14 +380,15 @@ void cmd_status(const Globals& g) {
   json janitor = info.janitor_pid ? json(*info.janitor_pid) : json(nullptr);
   switch (g.format()) {
     case Format::json_lines:
-      print_json({{"segment", info.path},
-                  {"layout_version", info.layout_version},
-                  {"revision", info.revision},
-                  {"leases", {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}}},
-                  {"keys", {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}}},
-                  {"processes", info.processes},
-                  {"janitor_pid", janitor},
-                  {"size_bytes", info.size_bytes}});
+      print_json(
+          {{"segment", info.path},
+           {"layout_version", info.layout_version},
+           {"revision", info.revision},
+           {"leases", {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}}},
+           {"keys", {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}}},
+           {"processes", info.processes},
+           {"janitor_pid", janitor},
+           {"size_bytes", info.size_bytes}});
       return;
     case Format::table:
       print_table({"SEGMENT", "REVISION", "LEASES", "KEYS", "PROCESSES", "JANITOR", "SIZE"},
@@ -445,8 +445,8 @@ void cmd_lease_revoke(const Globals& g, const std::string& id_text) {
   auto id = lease_arg(id_text);
   auto client = open_segment(g);
   auto revoked = client.leases().revoke(id);
-  if (!revoked && (revoked.code() == zaris::Errc::not_found ||
-                   revoked.code() == zaris::Errc::lease_lost))
+  if (!revoked &&
+      (revoked.code() == zaris::Errc::not_found || revoked.code() == zaris::Errc::lease_lost))
     throw Failure{"lease " + id.to_string() + " not found"};
   must(std::move(revoked));
   if (g.format() == Format::json_lines) {
@@ -532,7 +532,8 @@ void cmd_lease_list(const Globals& g) {
     case Format::table: {
       std::vector<std::vector<std::string>> rows;
       for (const auto& l : leases)
-        rows.push_back({l.id.to_string(), duration_text(l.granted_ttl), remaining_text(l.remaining)});
+        rows.push_back(
+            {l.id.to_string(), duration_text(l.granted_ttl), remaining_text(l.remaining)});
       print_table({"ID", "TTL", "REMAINING"}, rows);
       return;
     }
@@ -744,8 +745,8 @@ void on_lost() {
 int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_text,
              const std::string& timeout_text, const std::vector<std::string>& command) {
   auto ttl = duration_arg(ttl_text, "--ttl");
-  auto timeout =
-      timeout_text.empty() ? std::chrono::nanoseconds::max() : duration_arg(timeout_text, "--timeout");
+  auto timeout = timeout_text.empty() ? std::chrono::nanoseconds::max()
+                                      : duration_arg(timeout_text, "--timeout");
   if (name.empty()) throw Usage{"NAME is empty"};
   auto client = open_or_create(g);
   auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, on_lost}));
@@ -771,7 +772,8 @@ int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_t
   const std::string token = std::to_string(mutex.fencing_token());
   int status = 0;
   if (!command.empty()) {
-    status = run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
+    status =
+        run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
     if (g_lost.load()) throw Failure{"lock " + name + " was lost while the command ran: killed it"};
   } else {
     if (g.format() == Format::json_lines) {
@@ -859,7 +861,9 @@ void cmd_janitor(const Globals& g) {
     if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) {
       janitor->stop();
       std::fprintf(stderr, "zaris-janitor: stopped by %s\n",
-                   signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
+                   signal == SIGINT    ? "SIGINT"
+                   : signal == SIGTERM ? "SIGTERM"
+                                       : "SIGHUP");
       return;
     }
     // It stops by itself only when it lost the role (its log says why).
@@ -975,7 +979,8 @@ int main(int argc, char** argv) {
   lock->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
   lock->add_option("--timeout", lock_timeout, "give up (exit 1) if not acquired in time");
   lock->add_option("COMMAND", command, "run this while holding the lock (after --)");
-  lock->callback([&] { action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, command); }; });
+  lock->callback(
+      [&] { action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, command); }; });
   std::string proposal;
   bool listen = false;
   auto* elect = app.add_subcommand("elect", "campaign for leadership, or --listen to the leader");
@@ -983,7 +988,8 @@ int main(int argc, char** argv) {
   elect->add_option("PROPOSAL", proposal, "this candidate's value");
   elect->add_flag("--listen", listen, "print each leader's proposal as it changes");
   elect->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
-  elect->callback([&] { action = [&] { status = cmd_elect(g, name, proposal, listen, lock_ttl); }; });
+  elect->callback(
+      [&] { action = [&] { status = cmd_elect(g, name, proposal, listen, lock_ttl); }; });
   app.add_subcommand("janitor", "run the segment's janitor until SIGINT/SIGTERM")->callback([&] {
     action = [&] { cmd_janitor(g); };
   });
@@ -1005,7 +1011,8 @@ int main(int argc, char** argv) {
       }
       if (arg.starts_with("-")) continue;
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty()) {
-        std::fprintf(stderr, "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
+        std::fprintf(stderr,
+                     "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
                      arg.c_str());
         return 2;
       }

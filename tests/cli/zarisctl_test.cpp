@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <filesystem>
-#include <iostream>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,8 +32,8 @@ namespace {
 const std::string kBinary = ZARISCTL_PATH;
 
 struct Outcome {
-  int status = -1;        // exit status
-  int signal = 0;         // the signal that killed it, if one did
+  int status = -1;  // exit status
+  int signal = 0;   // the signal that killed it, if one did
   std::string out, err;
 };
 
@@ -110,7 +110,8 @@ class Process {
       if (std::chrono::steady_clock::now() > give_up) {
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status, 0);
-        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out << outcome_.err);
+        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out
+                                                                    << outcome_.err);
         break;
       }
     }
@@ -209,7 +210,7 @@ BOOST_AUTO_TEST_CASE(help_version_and_usage_errors) {
   BOOST_TEST(version.out.find("zarisctl ") == 0u);
   expect_usage_error(run({}));
   expect_usage_error(run({"bogus"}));
-  expect_usage_error(run({"get"}));                 // missing KEY
+  expect_usage_error(run({"get"}));                  // missing KEY
   expect_usage_error(run({"get", "k", "--bogus"}));  // unknown flag
   expect_usage_error(run({"-w", "yaml", "status"}));
   expect_usage_error(run({"lease", "frobnicate"}));
@@ -234,7 +235,8 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
                     "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
                     "--listen", "--timeout", "--write-out"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
-  std::string syntax = "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
+  std::string syntax =
+      "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
   BOOST_TEST(std::system(syntax.c_str()) == 0);
 }
 
@@ -242,10 +244,16 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   Segment s;
   auto missing = s({"status"});
   expect_failure(missing, "segment " + s.name + " does not exist");
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"check"}, {"get", "k"}, {"del", "k"}, {"lease", "list"}, {"lease", "revoke", "1"},
-           {"lease", "timetolive", "1"}, {"lease", "keep-alive", "1", "--once"},
-           {"watch", "k", "--count", "1"}, {"janitor"}, {"segment", "destroy"}})
+  for (auto args : std::vector<std::vector<std::string>>{{"check"},
+                                                         {"get", "k"},
+                                                         {"del", "k"},
+                                                         {"lease", "list"},
+                                                         {"lease", "revoke", "1"},
+                                                         {"lease", "timetolive", "1"},
+                                                         {"lease", "keep-alive", "1", "--once"},
+                                                         {"watch", "k", "--count", "1"},
+                                                         {"janitor"},
+                                                         {"segment", "destroy"}})
     expect_failure(s(args), "does not exist");
 
   auto created = s({"segment", "create", "--leases", "100", "--keys", "200"});
@@ -273,7 +281,9 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   BOOST_REQUIRE(rows.size() == 2u);
   BOOST_TEST(rows[0].find("SEGMENT") == 0u);
   // Aligned: each row's REVISION cell starts under the header's.
-  BOOST_TEST(rows[1].substr(rows[0].find("REVISION")).find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
+  BOOST_TEST(rows[1]
+                 .substr(rows[0].find("REVISION"))
+                 .find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
 
   auto check = s({"check"});
   BOOST_TEST(check.status == 0);
@@ -445,7 +455,8 @@ BOOST_AUTO_TEST_CASE(watch_prints_events) {
   {
     // From the next revision on, whenever the watch gets going.
     int next = json::parse(s({"status", "-w", "json"}).out)["revision"].get<int>() + 1;
-    Process watch(s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
+    Process watch(
+        s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
     BOOST_REQUIRE(s({"put", "w/b", "2", "--lease", lease}).status == 0);
     BOOST_REQUIRE(s({"del", "w/a"}).status == 0);
     BOOST_REQUIRE(s({"lease", "revoke", lease}).status == 0);
@@ -480,10 +491,9 @@ BOOST_AUTO_TEST_CASE(lock_gives_mutual_exclusion) {
   char dir_template[] = "/tmp/zaris-cli-lock-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   // mkdir is atomic: a second one inside fails and records the overlap.
-  std::string script =
-      "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir + "/overlaps; " +
-      "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir + "/tokens; sleep 0.02; " +
-      "rmdir " + dir + "/inside; exit 3";
+  std::string script = "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir +
+                       "/overlaps; " + "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir +
+                       "/tokens; sleep 0.02; " + "rmdir " + dir + "/inside; exit 3";
   std::vector<std::unique_ptr<Process>> runs;
   for (int i = 0; i < 10; ++i)
     runs.push_back(std::make_unique<Process>(s.with({"lock", "job", "--", "sh", "-c", script})));
@@ -546,7 +556,8 @@ BOOST_AUTO_TEST_CASE(lock_command_dies_with_zarisctl) {
   Segment s;
   char dir_template[] = "/tmp/zaris-cli-pdeath-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
-  Process lock(s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
+  Process lock(
+      s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
   pid_t command = 0;
   auto give_up = std::chrono::steady_clock::now() + 10s;
   while (command == 0 && std::chrono::steady_clock::now() < give_up) {
@@ -589,8 +600,9 @@ BOOST_AUTO_TEST_CASE(killed_holder_releases_at_once_with_a_janitor) {
   auto done = next.finish(20s);
   auto took = std::chrono::steady_clock::now() - killed;
   BOOST_TEST(done.status == 0);
-  BOOST_TEST(took < 3s, "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                << " ms; the TTL is 10 s");
+  BOOST_TEST(took < 3s,
+             "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms; the TTL is 10 s");
   ::kill(janitor.pid(), SIGTERM);
   auto stopped = janitor.finish();
   BOOST_TEST(stopped.status == 0);
@@ -629,8 +641,8 @@ BOOST_AUTO_TEST_CASE(elect_and_listen) {
 // never a signal, nothing changed.
 BOOST_AUTO_TEST_CASE(bad_input_classes) {
   Segment s;
-  BOOST_REQUIRE(s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"})
-                    .status == 0);
+  BOOST_REQUIRE(
+      s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"}).status == 0);
   auto before = json::parse(s({"status", "-w", "json"}).out)["revision"];
   // Malformed durations and ids: usage errors.
   for (auto bad : {"abc", "1.5x", "-1", "", "1..5", "ms", "10 s"})
