@@ -6,8 +6,6 @@
 // SIGPIPE is ignored, SIGINT and SIGTERM end the waiting commands cleanly.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_group.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -668,85 +668,115 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint6
 
 // ---------------------------------------------------------------- lock, elect
 
-// The command running under a lock, for the session's on_lost.
-std::atomic<pid_t> g_child{0};
-
-// Runs `command` with `env` added; returns its exit status (128 + signal if
-// killed). SIGINT, SIGTERM and SIGHUP that reach zarisctl meanwhile are
-// passed on; if zarisctl dies, the command is killed (PR_SET_PDEATHSIG), so
-// that it never runs without the lock.
-int run_command(const std::vector<std::string>& command,
-                const std::vector<std::pair<std::string, std::string>>& env) {
-  // Built before fork(): the child only execs.
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [name, value] : env) replaced = replaced || entry.starts_with(name + "=");
-    if (!replaced) environment.push_back(entry);
-  }
-  for (const auto& [name, value] : env) environment.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw Failure{std::string("fork: ") + std::strerror(errno)};
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(126);  // zarisctl already died
-    sigset_t none;
-    sigemptyset(&none);
-    pthread_sigmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const char* why = std::strerror(errno);
-    (void)!::write(2, "zarisctl: cannot run ", 21);
-    (void)!::write(2, argv[0], std::strlen(argv[0]));
-    (void)!::write(2, ": ", 2);
-    (void)!::write(2, why, std::strlen(why));
-    (void)!::write(2, "\n", 1);
-    ::_exit(127);
-  }
-  g_child.store(pid);
-  int status = 0;
-  {
-    StopSignal forward([] {
-      if (pid_t child = g_child.load(); child > 0) ::kill(child, SIGTERM);
-    });
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    g_child.store(0);  // reaped: never signal its pid again
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
-}
-
 // Called by the session's keep-alive thread when the lease is lost (expired
-// while zarisctl was stopped, revoked behind its back): whatever the lock or
-// the leadership guarded must stop at once.
-std::atomic<bool> g_lost{false};
-std::atomic<bool> g_armed{false};  // set once the lock or leadership is held
+// while zarisctl was stopped, revoked behind its back) while the lock or the
+// leadership is held with no command: zarisctl stops holding at once.
+// (Under `lock -- COMMAND`, LossWatch acts on the loss, sooner.)
+std::atomic<bool> g_armed{false};
 void on_lost() {
-  if (!g_armed.load()) return;  // still waiting: the wait itself reports it
-  g_lost.store(true);
-  if (pid_t child = g_child.load(); child > 0) {
-    ::kill(child, SIGKILL);
-    return;  // run_command returns; cmd_lock reports the loss
-  }
+  if (!g_armed.load()) return;  // still waiting (the wait itself reports it), or LossWatch's
   static const char message[] = "zarisctl: the session's lease was lost\n";
   (void)!::write(2, message, sizeof message - 1);
   ::_exit(1);
 }
 
+// Watches a held lock's key from a thread of its own and calls `on_loss`
+// once if it stops being ours before stop(): revoked, expired, deleted or
+// replaced by another. It sleeps in the kernel on the key, never past its
+// lease's deadline, so an expiry is seen at once too.
+class LossWatch {
+ public:
+  LossWatch(zaris::Client& client, const zaris::Mutex& mutex, zaris::LeaseId lease,
+            std::function<void()> on_loss)
+      : client_(client),
+        key_(mutex.key()),
+        token_(mutex.fencing_token()),
+        lease_(lease),
+        on_loss_(std::move(on_loss)),
+        thread_([this] { run(); }) {}
+  ~LossWatch() { (void)stop(); }
+  LossWatch(const LossWatch&) = delete;
+  LossWatch& operator=(const LossWatch&) = delete;
+
+  // Tells the watch to end, before the unlock whose delete wakes it (else it
+  // looks again within a second); joins it. Returns whether it saw the loss.
+  void stopping() { stopping_.store(true); }
+  bool stop() {
+    stopping();
+    if (thread_.joinable()) thread_.join();
+    return lost_.load();
+  }
+
+ private:
+  void run() {
+    std::uint64_t seen = token_;  // the key's mod revision when it was created
+    while (!stopping_.load()) {
+      auto changed = client_.wait_for_change(key_, seen, 1s);
+      if (stopping_.load()) return;
+      if (changed && !*changed) continue;
+      auto kv = changed ? client_.get(key_)
+                        : zaris::Result<std::optional<zaris::KeyValue>>(changed.error());
+      if (!kv) {  // busy or worse: look again shortly
+        std::this_thread::sleep_for(100ms);
+        continue;
+      }
+      if (*kv && (*kv)->lease == lease_ && (*kv)->create_revision == token_) {
+        seen = (*kv)->mod_revision;  // rewritten, still ours
+        continue;
+      }
+      lost_.store(true);
+      on_loss_();
+      return;
+    }
+  }
+
+  zaris::Client& client_;
+  const std::string key_;
+  const std::uint64_t token_;
+  const zaris::LeaseId lease_;
+  const std::function<void()> on_loss_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> lost_{false};
+  std::thread thread_;
+};
+
+// Runs `command` in its own process group while `mutex` is held, and ends
+// the group at once if the lock is lost or zarisctl is told to stop.
+// Releases the lock once the group is gone. Returns the command's status;
+// a lock lost meanwhile, or found lost at the unlock, is a Failure.
+int run_locked(zaris::Session& session, zaris::Mutex& mutex, const std::string& name,
+               const std::vector<std::string>& command, std::chrono::nanoseconds kill_after) {
+  zarisctl::CommandGroup group(command,
+                               {{"ZARIS_LOCK_KEY", mutex.key()},
+                                {"ZARIS_FENCING_TOKEN", std::to_string(mutex.fencing_token())}},
+                               kill_after);
+  LossWatch watch(session.client(), mutex, session.lease(), [&group] { group.end(); });
+  {
+    StopSignal stop([&group] { group.end(); });
+    group.wait_exit();
+  }
+  watch.stopping();
+  auto unlocked = mutex.unlock();  // its delete wakes the watch
+  (void)session.close();           // so does this, should the unlock have failed
+  const bool lost = watch.stop();
+  const int status = group.reap();
+  if (lost)
+    throw Failure{"lock " + name +
+                  " was lost while the command ran (its lease was revoked or expired, or its key "
+                  "deleted): the command was ended"};
+  if (!unlocked)
+    throw Failure{"lock " + name +
+                  " was not held when the command ended: " + unlocked.error().message};
+  return status;
+}
+
 int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_text,
-             const std::string& timeout_text, const std::vector<std::string>& command) {
+             const std::string& timeout_text, const std::string& kill_after_text,
+             const std::vector<std::string>& command) {
   auto ttl = duration_arg(ttl_text, "--ttl");
   auto timeout = timeout_text.empty() ? std::chrono::nanoseconds::max()
                                       : duration_arg(timeout_text, "--timeout");
+  auto kill_after = duration_arg(kill_after_text, "--kill-after");
   if (name.empty()) throw Usage{"NAME is empty"};
   auto client = open_or_create(g);
   auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, on_lost}));
@@ -768,28 +798,26 @@ int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_t
   if (!locked && locked.code() == zaris::Errc::timed_out)
     throw Failure{"lock " + name + " not acquired within " + timeout_text};
   must(std::move(locked));
+  if (!command.empty()) return run_locked(*session, mutex, name, command, kill_after);
   g_armed.store(true);
-  const std::string token = std::to_string(mutex.fencing_token());
-  int status = 0;
-  if (!command.empty()) {
-    status =
-        run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
-    if (g_lost.load()) throw Failure{"lock " + name + " was lost while the command ran: killed it"};
+  if (g.format() == Format::json_lines) {
+    print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
   } else {
-    if (g.format() == Format::json_lines) {
-      print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
-    } else {
-      write_raw(mutex.key());
-      write_raw(token);
-      flush_out();
-    }
+    write_raw(mutex.key());
+    write_raw(std::to_string(mutex.fencing_token()));
+    flush_out();
+  }
+  {
     StopSignal stop;
     while (!stop.sleep_for(1h)) {
     }
   }
-  (void)mutex.unlock();
+  g_armed.store(false);
+  auto unlocked = mutex.unlock();
   (void)session->close();
-  return status;
+  if (!unlocked)
+    throw Failure{"lock " + name + " was not held at the end: " + unlocked.error().message};
+  return 0;
 }
 
 int cmd_elect(const Globals& g, const std::string& name, const std::string& proposal, bool listen,
@@ -877,6 +905,7 @@ int main(int argc, char** argv) {
   // Never killed by a signal: a closed pipe is a write error, and SIGINT and
   // SIGTERM are taken by the commands that wait (all threads inherit this).
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap `lock`'s command for us
   sigset_t stop = StopSignal::stop_set();
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
@@ -972,15 +1001,20 @@ int main(int argc, char** argv) {
   watch->callback([&] { action = [&] { cmd_watch(g, key, prefix, rev, count); }; });
 
   // lock, elect, janitor
-  std::string name, lock_ttl = "10s", lock_timeout;
+  std::string name, lock_ttl = "10s", lock_timeout, kill_after = "10s";
   std::vector<std::string> command;
   auto* lock = app.add_subcommand("lock", "take a lock (FIFO), around COMMAND or until SIGINT");
   lock->add_option("NAME", name, "lock name")->required();
   lock->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
   lock->add_option("--timeout", lock_timeout, "give up (exit 1) if not acquired in time");
+  lock->add_option("--kill-after", kill_after,
+                   "grace after the SIGTERM that ends the command's process group (the lock "
+                   "lost, the command done, zarisctl stopped or killed) before its SIGKILL")
+      ->capture_default_str();
   lock->add_option("COMMAND", command, "run this while holding the lock (after --)");
-  lock->callback(
-      [&] { action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, command); }; });
+  lock->callback([&] {
+    action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, kill_after, command); };
+  });
   std::string proposal;
   bool listen = false;
   auto* elect = app.add_subcommand("elect", "campaign for leadership, or --listen to the leader");

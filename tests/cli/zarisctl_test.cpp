@@ -192,6 +192,60 @@ std::string lease_of_grant(const Outcome& o) {
   return id;
 }
 
+// A scratch directory, removed at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/zaris-cli-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string& file) const { return path + "/" + file; }
+};
+
+// The number a command writes to `path`, once it is there (0 after `limit`).
+long read_number_when_written(const std::string& path, std::chrono::seconds limit = 30s) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream in(path);
+    std::string text;
+    // Written as "N\n" by the shell: whole once the newline is there.
+    if (std::getline(in, text) && !in.eof() && !text.empty()) return std::stol(text);
+    std::this_thread::sleep_for(5ms);
+  }
+  return 0;
+}
+
+bool process_gone(pid_t pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Waits up to `limit` for `pid` to vanish (its parent may be reaping it).
+bool process_gone_within(pid_t pid, std::chrono::seconds limit = 30s) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!process_gone(pid)) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// The lease under a held lock NAME: its one contender key, NAME/<lease id>.
+zaris::LeaseId lock_lease(const std::string& segment, const std::string& name) {
+  auto client = zaris::Client::open(segment);
+  BOOST_REQUIRE(client.ok());
+  auto held = client->get_prefix(name + "/");
+  BOOST_REQUIRE(held.ok());
+  BOOST_REQUIRE(held->kvs.size() == 1u);
+  return held->kvs[0].lease;
+}
+
+void revoke(const std::string& segment, zaris::LeaseId lease) {
+  auto client = zaris::Client::open(segment);
+  BOOST_REQUIRE(client.ok());
+  BOOST_REQUIRE(client->leases().revoke(lease).ok());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cli)
@@ -227,13 +281,15 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
   std::string man = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.1");
   std::string completion = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion");
   BOOST_REQUIRE(!man.empty() && !completion.empty());
+  for (auto option : {"\\-\\-kill\\-after"})
+    BOOST_TEST(man.find(option) != std::string::npos, option);
   for (auto command : {"segment create", "segment destroy", "status", "check", "lease grant",
                        "lease revoke", "lease keep\\-alive", "lease timetolive", "lease list",
                        "put", "get", "del", "watch", "lock", "elect", "janitor"})
     BOOST_TEST(man.find(std::string(".B ") + command) != std::string::npos, command);
   for (auto word : {"segment", "status", "check", "lease", "put", "get", "del", "watch", "lock",
                     "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
-                    "--listen", "--timeout", "--write-out"})
+                    "--listen", "--timeout", "--write-out", "--kill-after"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
   std::string syntax =
       "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
@@ -551,30 +607,105 @@ BOOST_AUTO_TEST_CASE(lock_hold_timeout_and_release) {
   BOOST_TEST(s({"get", "res/", "--prefix"}).out.empty());
 }
 
-// The command never runs without the lock: if zarisctl is killed, so is it.
-BOOST_AUTO_TEST_CASE(lock_command_dies_with_zarisctl) {
+// The command never runs without the lock: if zarisctl is killed, so is
+// everything in the command's process group, a background child too.
+BOOST_AUTO_TEST_CASE(lock_command_group_dies_with_zarisctl) {
   Segment s;
-  char dir_template[] = "/tmp/zaris-cli-pdeath-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
+  TempDir dir;
   Process lock(
-      s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
-  pid_t command = 0;
-  auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (command == 0 && std::chrono::steady_clock::now() < give_up) {
-    std::ifstream in(dir + "/pid");
-    in >> command;
-    std::this_thread::sleep_for(10ms);
-  }
+      s.with({"lock", "job", "--", "sh", "-c",
+              "sleep 60 & echo $! > " + dir / "sleep" + "; echo $$ > " + dir / "pid" + "; wait"}));
+  pid_t command = static_cast<pid_t>(read_number_when_written(dir / "pid"));
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep"));
   BOOST_REQUIRE(command > 0);
+  BOOST_REQUIRE(background > 0);
   ::kill(lock.pid(), SIGKILL);
   lock.finish();
-  bool gone = false;
-  for (int i = 0; i < 500 && !gone; ++i) {
-    gone = ::kill(command, 0) != 0;
-    std::this_thread::sleep_for(10ms);
-  }
-  BOOST_TEST(gone, "the command outlived zarisctl");
-  std::filesystem::remove_all(dir);
+  BOOST_TEST(process_gone_within(command), "the command outlived zarisctl");
+  BOOST_TEST(process_gone_within(background), "the command's background child outlived zarisctl");
+  // And the next holder gets the lock.
+  BOOST_TEST(s({"lock", "job", "--timeout", "20s", "--", "true"}).status == 0);
+}
+
+// A lock revoked behind the holder's back: the command's group gets SIGTERM
+// at once, and zarisctl exits 1 saying so.
+BOOST_AUTO_TEST_CASE(lock_command_gets_sigterm_when_the_lock_is_lost) {
+  Segment s;
+  TempDir dir;
+  // The command's TERM trap writes to a FIFO that we hold open: the write
+  // tells us the moment it ran.
+  std::string fifo = dir / "term";
+  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  int term = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  BOOST_REQUIRE(term >= 0);
+  Process lock(s.with({"lock", "job", "--ttl", "10s", "--", "sh", "-c",
+                       "trap 'echo term > " + fifo + "; exit 0' TERM; sleep 60 & echo $! > " +
+                           dir / "sleep" + "; echo $$ > " + dir / "pid" + "; wait"}));
+  BOOST_REQUIRE(read_number_when_written(dir / "pid") > 0);
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep"));
+  zaris::LeaseId lease = lock_lease(s.name, "job");
+  auto revoked = std::chrono::steady_clock::now();
+  revoke(s.name, lease);
+  pollfd ready{term, POLLIN, 0};
+  BOOST_TEST(::poll(&ready, 1, 30000) == 1, "the command got no SIGTERM");
+  auto termed = std::chrono::steady_clock::now();
+  ::close(term);
+  std::cout << "lock command: SIGTERM "
+            << std::chrono::duration_cast<std::chrono::microseconds>(termed - revoked).count()
+            << " us after the revoke" << std::endl;
+  expect_failure(lock.finish(), "lock job was lost while the command ran");
+  // zarisctl exits only once the group is gone.
+  BOOST_TEST(process_gone(background));
+  BOOST_TEST(s({"get", "job/", "--prefix"}).out.empty());
+}
+
+// The loss comes as the command ends by itself (it takes the SIGTERM as a
+// reason to exit 0): whether the loss or the failed unlock tells it,
+// zarisctl must not report success.
+BOOST_AUTO_TEST_CASE(lock_reports_a_loss_as_the_command_ends) {
+  Segment s;
+  TempDir dir;
+  Process lock(s.with({"lock", "job", "--ttl", "10s", "--", "sh", "-c",
+                       "trap 'exit 0' TERM; echo $$ > " + dir / "pid" + "; while [ ! -e " +
+                           dir / "go" + " ]; do sleep 0.01; done; exit 0"}));
+  BOOST_REQUIRE(read_number_when_written(dir / "pid") > 0);
+  revoke(s.name, lock_lease(s.name, "job"));
+  std::ofstream(dir / "go") << "go\n";
+  auto done = lock.finish();
+  BOOST_TEST(done.status == 1, "stderr: " << done.err);
+  BOOST_TEST(done.err.find("zarisctl: lock job was ") != std::string::npos, "stderr: " << done.err);
+}
+
+// The lock ends with the command: what it left running in its group is
+// ended before zarisctl releases the lock and exits.
+BOOST_AUTO_TEST_CASE(lock_ends_what_the_command_left_in_its_group) {
+  Segment s;
+  TempDir dir;
+  auto done = s({"lock", "job", "--", "sh", "-c", "sleep 60 & echo $! > " + dir / "sleep"});
+  BOOST_TEST(done.status == 0, "stderr: " << done.err);
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep", 1s));
+  BOOST_REQUIRE(background > 0);
+  BOOST_TEST(process_gone(background), "the background child outlived the lock");
+}
+
+// A group that ignores SIGTERM gets SIGKILL --kill-after later, not before.
+BOOST_AUTO_TEST_CASE(lock_kills_a_group_deaf_to_sigterm_after_kill_after) {
+  Segment s;
+  TempDir dir;
+  Process lock(
+      s.with({"lock", "job", "--kill-after", "1s", "--", "sh", "-c",
+              "trap '' TERM; echo $$ > " + dir / "pid" + "; while :; do sleep 0.05; done"}));
+  pid_t command = static_cast<pid_t>(read_number_when_written(dir / "pid"));
+  BOOST_REQUIRE(command > 0);
+  zaris::LeaseId lease = lock_lease(s.name, "job");
+  auto revoked = std::chrono::steady_clock::now();
+  revoke(s.name, lease);
+  auto done = lock.finish();
+  auto took = std::chrono::steady_clock::now() - revoked;
+  expect_failure(done, "lock job was lost while the command ran");
+  BOOST_TEST(took >= 1s, "SIGKILL before --kill-after");
+  BOOST_TEST(process_gone(command));
+  expect_usage_error(s({"lock", "job", "--kill-after", "soon", "--", "true"}));
 }
 
 // With a janitor running, a holder killed with SIGKILL lets the next one in
