@@ -356,13 +356,19 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
   }
 }
 
+// --force removes the name without opening the segment, so that one that
+// cannot be opened (from an earlier boot, never initialised, corrupt, its lock
+// unrecoverable) can always be removed.
 void cmd_segment_destroy(const Globals& g, bool force) {
-  {
-    auto client = open_segment(g);
-    auto live = must(client.leases().list());
-    if (!live.empty() && !force)
+  if (!force) {
+    auto client = zaris::Client::open(g.segment);
+    if (!client && client.code() == zaris::Errc::not_found)
+      throw Failure{"segment " + g.segment + " does not exist"};
+    auto live = client ? client->leases().list() : client.error();
+    if (!live) throw Failure{live.error().message + " (--force removes it without opening it)"};
+    if (!live->empty())
       throw Failure{fmt::format("segment {} holds {} live lease(s); --force destroys it anyway",
-                                g.segment, live.size())};
+                                g.segment, live->size())};
   }
   must(zaris::Client::destroy(g.segment));
   if (g.format() == Format::json_lines) {

@@ -909,4 +909,46 @@ BOOST_AUTO_TEST_CASE(segment_by_path_and_environment) {
   std::filesystem::remove_all(dir);
 }
 
+// --force removes a segment that cannot be opened: it never attaches.
+BOOST_AUTO_TEST_CASE(segment_destroy_force_removes_broken_segments) {
+  auto overwrite = [](const std::string& name, std::streamoff offset, const std::string& bytes) {
+    std::fstream f("/dev/shm/" + name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offset);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    BOOST_REQUIRE(f.good());
+  };
+  auto exists = [](const std::string& name) {
+    struct stat st {};
+    return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+  };
+  // Never initialised: an empty object.
+  Segment empty;
+  int fd = ::open(("/dev/shm/" + empty.name).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  BOOST_REQUIRE(fd >= 0);
+  ::close(fd);
+  // From an earlier boot: another boot id (Header::boot_id, 16 bytes at 64).
+  Segment stale;
+  BOOST_REQUIRE(stale({"segment", "create"}).status == 0);
+  overwrite(stale.name, 64, std::string(16, '\x42'));
+  // A lock that cannot be recovered: its mutex word (Control::mutex, right
+  // after the 192-byte header) names a holder that never lets go, init.
+  Segment wedged;
+  BOOST_REQUIRE(wedged({"put", "k", "v"}).status == 0);
+  overwrite(wedged.name, 192, std::string("\x01\x00\x00\x00", 4));
+  // Not a zaris segment at all.
+  Segment alien;
+  BOOST_REQUIRE(alien({"put", "k", "v"}).status == 0);
+  overwrite(alien.name, 0, "NOTZARIS");
+  for (const Segment* broken : {&empty, &stale, &wedged, &alien}) {
+    // Without --force it needs to open it, and says what to do.
+    expect_failure((*broken)({"segment", "destroy"}), "--force removes it without opening it");
+    BOOST_REQUIRE(exists(broken->name));
+    auto destroyed = (*broken)({"segment", "destroy", "--force"});
+    BOOST_TEST(destroyed.status == 0, broken->name << ": " << destroyed.err);
+    BOOST_TEST(!exists(broken->name));
+  }
+  expect_failure(empty({"segment", "destroy", "--force"}), "does not exist");
+  BOOST_TEST(empty({"segment", "destroy"}).err.find("--force removes it") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
