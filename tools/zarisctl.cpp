@@ -67,7 +67,9 @@ void must(zaris::Result<void> result) {
 
 // ---------------------------------------------------------------- input
 
-// "10", "1.5s", "500ms", "2m", "1h": a bare number is seconds.
+// "10", "1.5s", "500ms", "2m", "1h": a bare number is seconds. Exact to the
+// nanosecond; one too long for a 64-bit count of nanoseconds (292 years)
+// saturates, and the library refuses it as a TTL or takes it as "forever".
 std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) {
   std::size_t digits = 0;
   bool dot = false;
@@ -79,22 +81,36 @@ std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) 
   std::string number = text.substr(0, digits);
   std::string unit = text.substr(digits);
   if (number.empty() || number == ".") return std::nullopt;
-  double scale;
+  std::uint64_t unit_ns;
   if (unit.empty() || unit == "s") {
-    scale = 1e9;
+    unit_ns = 1'000'000'000;
   } else if (unit == "ms") {
-    scale = 1e6;
+    unit_ns = 1'000'000;
   } else if (unit == "m") {
-    scale = 60e9;
+    unit_ns = 60'000'000'000;
   } else if (unit == "h") {
-    scale = 3600e9;
+    unit_ns = 3'600'000'000'000;
   } else {
     return std::nullopt;
   }
-  double value = std::strtod(number.c_str(), nullptr) * scale;
-  // Beyond this it is no duration anyone means; the library refuses it anyway.
-  if (!std::isfinite(value) || value > 1e18) return std::chrono::nanoseconds::max();
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(value));
+  using Wide = unsigned __int128;
+  constexpr Wide kMax = static_cast<Wide>(std::chrono::nanoseconds::max().count());
+  Wide whole = 0, fraction = 0, scale = 1;
+  bool in_fraction = false;
+  for (char c : number) {
+    if (c == '.') {
+      in_fraction = true;
+    } else if (!in_fraction) {
+      whole = std::min(whole * 10 + static_cast<Wide>(c - '0'), kMax + 1);
+    } else if (scale < static_cast<Wide>(1'000'000'000'000'000'000)) {
+      // Digits past the 18th weigh less than a nanosecond even in hours.
+      fraction = fraction * 10 + static_cast<Wide>(c - '0');
+      scale *= 10;
+    }
+  }
+  Wide total = whole * unit_ns + fraction * unit_ns / scale;
+  if (total > kMax) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
 }
 
 std::chrono::nanoseconds duration_arg(const std::string& text, const char* what) {
@@ -103,6 +119,22 @@ std::chrono::nanoseconds duration_arg(const std::string& text, const char* what)
     throw Usage{
         fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what, text)};
   return *d;
+}
+
+// A decimal count in [min, max]: no sign, no octal or hex, no wrap-around.
+std::uint64_t count_arg(const std::string& text, const char* what, std::uint64_t min,
+                        std::uint64_t max) {
+  std::uint64_t value = 0;
+  bool overflow = false;
+  for (char c : text) {
+    if (c < '0' || c > '9') throw Usage{fmt::format("{} '{}' is not a decimal number", what, text)};
+    overflow = overflow || value > (std::numeric_limits<std::uint64_t>::max() - 9) / 10;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (text.empty()) throw Usage{fmt::format("{} is empty: give a decimal number", what)};
+  if (overflow || value < min || value > max)
+    throw Usage{fmt::format("{} {} is out of range ({} to {})", what, text, min, max)};
+  return value;
 }
 
 zaris::LeaseId lease_arg(const std::string& text) {
@@ -326,19 +358,25 @@ class StopSignal {
 // ---------------------------------------------------------------- segment
 
 struct CreateArgs {
-  std::uint32_t leases = zaris::SegmentOptions{}.max_leases;
-  std::uint32_t keys = zaris::SegmentOptions{}.max_keys;
-  std::uint32_t max_key_bytes = zaris::SegmentOptions{}.max_key_bytes;
-  std::uint32_t max_value_bytes = zaris::SegmentOptions{}.max_value_bytes;
+  std::string leases = std::to_string(zaris::SegmentOptions{}.max_leases);
+  std::string keys = std::to_string(zaris::SegmentOptions{}.max_keys);
+  std::string max_key_bytes = std::to_string(zaris::SegmentOptions{}.max_key_bytes);
+  std::string max_value_bytes = std::to_string(zaris::SegmentOptions{}.max_value_bytes);
   std::string mode = "600";
 };
 
+// A capacity in the range SegmentOptions documents.
+std::uint32_t capacity_arg(const std::string& text, const char* what, std::uint32_t min,
+                           std::uint32_t max) {
+  return static_cast<std::uint32_t>(count_arg(text, what, min, max));
+}
+
 void cmd_segment_create(const Globals& g, const CreateArgs& a) {
   zaris::SegmentOptions options;
-  options.max_leases = a.leases;
-  options.max_keys = a.keys;
-  options.max_key_bytes = a.max_key_bytes;
-  options.max_value_bytes = a.max_value_bytes;
+  options.max_leases = capacity_arg(a.leases, "--leases", 1, 16'777'216);
+  options.max_keys = capacity_arg(a.keys, "--keys", 1, 16'777'216);
+  options.max_key_bytes = capacity_arg(a.max_key_bytes, "--max-key-bytes", 1, 4096);
+  options.max_value_bytes = capacity_arg(a.max_value_bytes, "--max-value-bytes", 0, 1'048'576);
   char* end = nullptr;
   errno = 0;
   unsigned long mode = std::strtoul(a.mode.c_str(), &end, 8);
@@ -637,9 +675,12 @@ void cmd_del(const Globals& g, const std::string& key, bool prefix) {
   }
 }
 
-void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint64_t rev,
-               std::uint64_t count) {
+void cmd_watch(const Globals& g, const std::string& key, bool prefix, const std::string& rev_text,
+               const std::string& count_text) {
   require_key(key, prefix);
+  constexpr auto kAny = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t rev = count_arg(rev_text, "--rev", 0, kAny);
+  const std::uint64_t count = count_arg(count_text, "--count", 0, kAny);
   auto client = open_segment(g);
   auto watcher = must(client.watch(key, zaris::WatchOptions{prefix, rev}));
   StopSignal stop;
@@ -998,7 +1039,7 @@ int main(int argc, char** argv) {
   del->add_option("KEY", key, "key")->required();
   del->add_flag("--prefix", prefix, "every key starting with KEY");
   del->callback([&] { action = [&] { cmd_del(g, key, prefix); }; });
-  std::uint64_t rev = 0, count = 0;
+  std::string rev = "0", count = "0";
   auto* watch = app.add_subcommand("watch", "print changes to KEY until SIGINT/SIGTERM");
   watch->add_option("KEY", key, "key")->required();
   watch->add_flag("--prefix", prefix, "every key starting with KEY");

@@ -368,7 +368,8 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   expect_usage_error(s({"segment", "create", "--mode", "999"}));
   expect_usage_error(s({"segment", "create", "--leases", "many"}));
   Segment bad;
-  expect_failure(bad({"segment", "create", "--leases", "0"}), "");
+  expect_usage_error(bad({"segment", "create", "--leases", "0"}));
+  expect_failure(bad({"status"}), "does not exist");
 }
 
 BOOST_AUTO_TEST_CASE(lease_commands) {
@@ -949,6 +950,73 @@ BOOST_AUTO_TEST_CASE(segment_destroy_force_removes_broken_segments) {
   }
   expect_failure(empty({"segment", "destroy", "--force"}), "does not exist");
   BOOST_TEST(empty({"segment", "destroy"}).err.find("--force removes it") == std::string::npos);
+}
+
+// Counts are decimal and in range: no octal, no hex, no wrap-around of a
+// negative number; a capacity out of range is a usage error and creates
+// nothing.
+BOOST_AUTO_TEST_CASE(numbers_are_decimal_and_in_range) {
+  Segment s;
+  BOOST_REQUIRE(s({"segment", "create", "--leases", "010", "--keys", "020"}).status == 0);
+  auto j = json::parse(s({"status", "-w", "json"}).out);
+  BOOST_TEST(j["leases"]["capacity"] == 10);
+  BOOST_TEST(j["keys"]["capacity"] == 20);
+  // --rev 010 is revision 10, not 8.
+  for (int i = 0; i < 12; ++i) BOOST_REQUIRE(s({"put", "k", std::to_string(i)}).status == 0);
+  auto from = s({"watch", "k", "--rev", "010", "--count", "1", "-w", "json"});
+  BOOST_REQUIRE(from.status == 0);
+  BOOST_TEST(json::parse(from.out)["revision"] == 10);
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"watch", "k", "--rev", "-1", "--count", "1"},
+           {"watch", "k", "--count", "-1"},
+           {"watch", "k", "--count", "0x1"},
+           {"watch", "k", "--rev", "99999999999999999999", "--count", "1"}})
+    expect_usage_error(s(args));
+
+  // Each capacity's range, as SegmentOptions documents it and the library checks it.
+  struct Bound {
+    const char* flag;
+    std::uint32_t zaris::SegmentOptions::*field;
+    std::uint64_t min, max;
+  };
+  for (const Bound& b :
+       {Bound{"--leases", &zaris::SegmentOptions::max_leases, 1, 16777216},
+        Bound{"--keys", &zaris::SegmentOptions::max_keys, 1, 16777216},
+        Bound{"--max-key-bytes", &zaris::SegmentOptions::max_key_bytes, 1, 4096},
+        Bound{"--max-value-bytes", &zaris::SegmentOptions::max_value_bytes, 0, 1048576}}) {
+    zaris::SegmentOptions probe;
+    probe.*b.field = static_cast<std::uint32_t>(b.max);
+    BOOST_TEST(zaris::segment_size(probe) != 0u, b.flag);
+    probe.*b.field = static_cast<std::uint32_t>(b.max + 1);
+    BOOST_TEST(zaris::segment_size(probe) == 0u, b.flag);
+    Segment out_of_range;
+    for (auto bad : {std::to_string(b.max + 1), std::string("-1"), std::string("0x10"),
+                     std::string("99999999999999999999"), std::string("")})
+      expect_usage_error(out_of_range({"segment", "create", b.flag, bad}));
+    if (b.min > 0)
+      expect_usage_error(out_of_range({"segment", "create", b.flag, std::to_string(b.min - 1)}));
+    expect_failure(out_of_range({"status"}), "does not exist");
+  }
+  Segment edges;
+  BOOST_TEST(edges({"segment", "create", "--leases", "1", "--keys", "1", "--max-key-bytes", "4096",
+                    "--max-value-bytes", "1048576"})
+                 .status == 0);
+  Segment zero;
+  BOOST_TEST(zero({"segment", "create", "--max-value-bytes", "0"}).status == 0);
+}
+
+// Durations are exact, and one too long for any clock saturates.
+BOOST_AUTO_TEST_CASE(durations_are_exact_and_saturate) {
+  Segment s;
+  auto grant = json::parse(s({"lease", "grant", "8.2", "-w", "json"}).out);
+  BOOST_TEST(grant["ttl_ms"] == 8200);
+  BOOST_TEST(s({"lease", "grant", "16.4"}).out.find("TTL(16400ms)") != std::string::npos);
+  BOOST_TEST(s({"lease", "grant", "0.001"}).out.find("TTL(1ms)") != std::string::npos);
+  auto forever = s({"lock", "job", "--timeout", "99999999999999999999999h", "--kill-after",
+                    "99999999999999999999.5h", "--", "true"});
+  BOOST_TEST(forever.status == 0, "stderr: " << forever.err);
+  expect_failure(s({"lock", "job", "--ttl", "99999999999999999999999h", "--", "true"}),
+                 "TTL must be between");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
