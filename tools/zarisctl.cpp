@@ -167,40 +167,69 @@ long long ms_of(std::chrono::nanoseconds d) {
   return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
+// The length of the UTF-8 sequence that starts at s[i], with its code point
+// in `cp`; 0 if none does (a stray byte, an overlong form, a surrogate, beyond
+// U+10FFFF, cut short).
+std::size_t utf8_sequence(const std::string& s, std::size_t i, std::uint32_t& cp) {
+  auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  } else if ((c & 0xe0) == 0xc0) {
+    n = 1;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 2;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 3;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  for (std::size_t k = 1; k <= n; ++k) {
+    if (i + k >= s.size()) return 0;
+    auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3f);
+  }
+  if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+      (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+    return 0;
+  return n + 1;
+}
+
 bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n;
+  for (std::size_t i = 0, n; i < s.size(); i += n) {
     std::uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and beyond U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    i += n + 1;
+    n = utf8_sequence(s, i, cp);
+    if (n == 0) return false;
   }
   return true;
+}
+
+// Bytes made safe for a terminal: printable UTF-8 stays as it is; control
+// characters (C0, DEL, C1), bytes that are not UTF-8, and the backslash become
+// \xNN (the backslash \\), so another user's key cannot send escape sequences
+// to the screen, and the output stays one line per item.
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    std::uint32_t cp = 0;
+    std::size_t n = utf8_sequence(s, i, cp);
+    if (n != 0 && cp == '\\') {
+      out += "\\\\";
+    } else if (n != 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0)) {
+      out.append(s, i, n);
+    } else {
+      for (std::size_t k = 0; k < std::max<std::size_t>(n, 1); ++k)
+        out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i + k]));
+    }
+    i += std::max<std::size_t>(n, 1);
+  }
+  return out;
 }
 
 std::string base64(const std::string& in) {
@@ -256,16 +285,21 @@ void write_raw(const std::string& bytes) {
   if (std::ferror(stdout)) flush_out();
 }
 
+// Fields that may hold bytes go through put_bytes; should any other string
+// not be UTF-8, it is written with U+FFFD rather than failing after the fact.
 void print_json(const json& value) {
-  write_raw(value.dump());
+  write_raw(value.dump(-1, ' ', false, json::error_handler_t::replace));
   flush_out();
 }
 
-// Rows under a header, each column as wide as its widest cell.
+// Rows under a header, each column as wide as its widest cell; the cells are
+// made printable().
 void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
+                 std::vector<std::vector<std::string>> rows) {
   std::vector<std::size_t> width(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (auto& row : rows)
+    for (auto& cell : row) cell = printable(cell);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
       width[c] = std::max(width[c], row[c].size());
@@ -388,9 +422,12 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
     throw Failure{"segment " + g.segment + " already exists"};
   auto info = must(must(std::move(client)).info());
   if (g.format() == Format::json_lines) {
-    print_json({{"segment", info.path}, {"size_bytes", info.size_bytes}});
+    json out = json::object();
+    put_bytes(out, "segment", info.path);
+    out["size_bytes"] = info.size_bytes;
+    print_json(out);
   } else {
-    fmt::print("segment {} created\n", g.segment);
+    write_raw("segment " + printable(g.segment) + " created");
   }
 }
 
@@ -412,7 +449,7 @@ void cmd_segment_destroy(const Globals& g, bool force) {
   if (g.format() == Format::json_lines) {
     print_json({{"destroyed", true}});
   } else {
-    fmt::print("segment {} destroyed\n", g.segment);
+    write_raw("segment " + printable(g.segment) + " destroyed");
   }
 }
 
@@ -423,17 +460,19 @@ void cmd_status(const Globals& g) {
   auto info = must(client.info());
   json janitor = info.janitor_pid ? json(*info.janitor_pid) : json(nullptr);
   switch (g.format()) {
-    case Format::json_lines:
-      print_json(
-          {{"segment", info.path},
-           {"layout_version", info.layout_version},
-           {"revision", info.revision},
-           {"leases", {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}}},
-           {"keys", {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}}},
-           {"processes", info.processes},
-           {"janitor_pid", janitor},
-           {"size_bytes", info.size_bytes}});
+    case Format::json_lines: {
+      json out = json::object();
+      put_bytes(out, "segment", info.path);
+      out["layout_version"] = info.layout_version;
+      out["revision"] = info.revision;
+      out["leases"] = {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}};
+      out["keys"] = {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}};
+      out["processes"] = info.processes;
+      out["janitor_pid"] = janitor;
+      out["size_bytes"] = info.size_bytes;
+      print_json(out);
       return;
+    }
     case Format::table:
       print_table({"SEGMENT", "REVISION", "LEASES", "KEYS", "PROCESSES", "JANITOR", "SIZE"},
                   {{info.path, std::to_string(info.revision),
@@ -444,7 +483,7 @@ void cmd_status(const Globals& g) {
                     std::to_string(info.size_bytes)}});
       return;
     case Format::simple:
-      fmt::print("segment {} (layout version {})\n", info.path, info.layout_version);
+      fmt::print("segment {} (layout version {})\n", printable(info.path), info.layout_version);
       fmt::print("revision {}\n", info.revision);
       fmt::print("leases {} of {}\n", info.leases_used, info.capacities.max_leases);
       fmt::print("keys {} of {}\n", info.keys_used, info.capacities.max_keys);
@@ -467,7 +506,7 @@ int cmd_check(const Globals& g) {
   } else if (violations.empty()) {
     std::puts("ok");
   } else {
-    for (const auto& v : violations) std::puts(v.c_str());
+    for (const auto& v : violations) write_raw(printable(v));
   }
   return violations.empty() ? 0 : 1;
 }
@@ -552,7 +591,7 @@ void cmd_lease_timetolive(const Globals& g, const std::string& id_text, bool key
                                  duration_text(i.granted_ttl), remaining_text(i.remaining));
   if (keys) {
     line += ", attached keys([";
-    for (std::size_t k = 0; k < i.keys.size(); ++k) line += (k ? " " : "") + i.keys[k];
+    for (std::size_t k = 0; k < i.keys.size(); ++k) line += (k ? " " : "") + printable(i.keys[k]);
     line += "])";
   }
   write_raw(line);
@@ -657,8 +696,8 @@ void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_on
     }
     case Format::simple:
       for (const auto& kv : found.kvs) {
-        write_raw(kv.key);
-        if (!keys_only) write_raw(kv.value);
+        write_raw(printable(kv.key));
+        if (!keys_only) write_raw(printable(kv.value));
       }
       return;
   }
@@ -702,10 +741,10 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, const std:
         o["reason"] = put ? json(nullptr) : json(std::string(zaris::delete_reason_name(e.reason)));
         print_json(o);
       } else if (put) {
-        std::string line = "PUT " + e.kv.key + " " + e.kv.value;
-        write_raw(line);
+        write_raw("PUT " + printable(e.kv.key) + " " + printable(e.kv.value));
       } else {
-        write_raw("DELETE " + e.kv.key + " " + std::string(zaris::delete_reason_name(e.reason)));
+        write_raw("DELETE " + printable(e.kv.key) + " " +
+                  std::string(zaris::delete_reason_name(e.reason)));
       }
       flush_out();
       if (count != 0 && ++seen >= count) return;
@@ -848,9 +887,12 @@ int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_t
   if (!command.empty()) return run_locked(*session, mutex, name, command, kill_after);
   g_armed.store(true);
   if (g.format() == Format::json_lines) {
-    print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
+    json o = json::object();
+    put_bytes(o, "key", mutex.key());
+    o["fencing_token"] = mutex.fencing_token();
+    print_json(o);
   } else {
-    write_raw(mutex.key());
+    write_raw(printable(mutex.key()));
     write_raw(std::to_string(mutex.fencing_token()));
     flush_out();
   }
@@ -886,7 +928,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
           put_bytes(o, "proposal", leader->value);
           print_json(o);
         } else {
-          write_raw(leader->value);
+          write_raw(printable(leader->value));
           flush_out();
         }
       }
@@ -913,7 +955,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
     put_bytes(o, "proposal", proposal);
     print_json(o);
   } else {
-    write_raw(proposal);
+    write_raw(printable(proposal));
     std::fflush(stdout);
   }
   StopSignal stop;
@@ -1094,7 +1136,7 @@ int main(int argc, char** argv) {
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty()) {
         std::fprintf(stderr,
                      "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
-                     arg.c_str());
+                     printable(arg).c_str());
         return 2;
       }
       break;
@@ -1106,15 +1148,15 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   } catch (const Usage& usage) {
     std::fprintf(stderr, "zarisctl: %s\nRun with --help for more information.\n",
-                 usage.message.c_str());
+                 printable(usage.message).c_str());
     return 2;
   } catch (const Failure& failure) {
     std::fflush(stdout);
-    std::fprintf(stderr, "zarisctl: %s\n", failure.message.c_str());
+    std::fprintf(stderr, "zarisctl: %s\n", printable(failure.message).c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "zarisctl: %s\n", e.what());
+    std::fprintf(stderr, "zarisctl: %s\n", printable(e.what()).c_str());
     return 1;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -246,6 +246,21 @@ void revoke(const std::string& segment, zaris::LeaseId lease) {
   BOOST_REQUIRE(client->leases().revoke(lease).ok());
 }
 
+std::string base64_of(const std::string& in) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (unsigned char c : in) {
+    bits = (bits << 8) | c;
+    count += 8;
+    while (count >= 6) out += table[(bits >> (count -= 6)) & 63];
+  }
+  if (count > 0) out += table[(bits << (6 - count)) & 63];
+  while (out.size() % 4 != 0) out += '=';
+  return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cli)
@@ -485,7 +500,7 @@ BOOST_AUTO_TEST_CASE(put_get_del) {
   // Bytes: raw in simple output; base64 in JSON when not UTF-8.
   std::string binary = "\xff\xfe\x01";
   BOOST_REQUIRE(s({"put", "bin", binary}).status == 0);
-  BOOST_TEST(s({"get", "bin"}).out == "bin\n" + binary + "\n");
+  BOOST_TEST(s({"get", "bin"}).out == "bin\n\\xff\\xfe\\x01\n");  // escaped: see below
   auto bin = json::parse(s({"get", "bin", "-w", "json"}).out);
   BOOST_TEST(bin["kvs"][0]["value_base64"] == "//4B");
   BOOST_TEST(!bin["kvs"][0].contains("value"));
@@ -1003,6 +1018,63 @@ BOOST_AUTO_TEST_CASE(numbers_are_decimal_and_in_range) {
                  .status == 0);
   Segment zero;
   BOOST_TEST(zero({"segment", "create", "--max-value-bytes", "0"}).status == 0);
+}
+
+// A segment name or path that is not UTF-8 goes base64 in JSON, like keys;
+// nothing fails after the segment is created or the lock taken.
+BOOST_AUTO_TEST_CASE(non_utf8_segment_names_are_base64_in_json) {
+  Segment s;
+  s.name += "-\xff";
+  auto created = s({"-w", "json", "segment", "create"});
+  BOOST_TEST(created.status == 0, "stderr: " << created.err);
+  auto j = json::parse(created.out);
+  BOOST_TEST(j["segment_base64"] == base64_of("/dev/shm/" + s.name));
+  BOOST_TEST(!j.contains("segment"));
+  auto status = json::parse(s({"-w", "json", "status"}).out);
+  BOOST_TEST(status["segment_base64"] == base64_of("/dev/shm/" + s.name));
+  BOOST_TEST(s({"status"})
+                 .out.find("segment /dev/shm/" + s.name.substr(0, s.name.size() - 1) +
+                           "\\xff (layout") == 0u);
+  // A lock name that is not UTF-8 either.
+  Process holder(s.with({"-w", "json", "lock", "\xfe"}));
+  BOOST_REQUIRE(holder.wait_lines(1));
+  auto held = json::parse(lines_of(holder.out())[0]);
+  BOOST_TEST(held["key_base64"] == base64_of("\xfe/" + lock_lease(s.name, "\xfe").to_string()));
+  ::kill(holder.pid(), SIGTERM);
+  BOOST_TEST(holder.finish().status == 0);
+  // A path.
+  TempDir dir;
+  std::string path = dir / "seg\xff";
+  auto by_path = run({"-s", path, "-w", "json", "segment", "create"});
+  BOOST_TEST(by_path.status == 0, "stderr: " << by_path.err);
+  BOOST_TEST(json::parse(by_path.out)["segment_base64"] == base64_of(path));
+}
+
+// Simple and table output cannot carry terminal escapes: control characters,
+// bytes that are not UTF-8 and the backslash are written as \xNN and \\.
+BOOST_AUTO_TEST_CASE(control_characters_are_escaped_in_simple_and_table_output) {
+  Segment s;
+  const std::string key = "esc\x1b[2J";
+  const std::string value = "bell\x07\ttab\\ caf\xc3\xa9 csi\xc2\x9b";
+  const std::string shown_key = "esc\\x1b[2J";
+  const std::string shown_value = "bell\\x07\\x09tab\\\\ caf\xc3\xa9 csi\\xc2\\x9b";
+  auto lease = lease_of_grant(s({"lease", "grant", "60"}));
+  BOOST_REQUIRE(s({"put", key, value, "--lease", lease}).status == 0);
+  BOOST_TEST(s({"get", key}).out == shown_key + "\n" + shown_value + "\n");
+  auto table = lines_of(s({"get", "esc", "--prefix", "-w", "table"}).out);
+  BOOST_REQUIRE(table.size() == 2u);
+  BOOST_TEST(table[1].find(shown_key + "  " + shown_value + "  ") == 0u, table[1]);
+  BOOST_TEST(s({"watch", "esc", "--prefix", "--rev", "1", "--count", "1"}).out ==
+             "PUT " + shown_key + " " + shown_value + "\n");
+  BOOST_TEST(
+      s({"lease", "timetolive", lease, "--keys"}).out.find("attached keys([" + shown_key + "])") !=
+      std::string::npos);
+  // Messages too.
+  expect_failure(s({"put", key, "v", "--if-absent"}), "key " + shown_key + " already exists");
+  // JSON keeps the bytes.
+  auto j = json::parse(s({"get", key, "-w", "json"}).out);
+  BOOST_TEST(j["kvs"][0]["key"] == key);
+  BOOST_TEST(j["kvs"][0]["value"] == value);
 }
 
 // Durations are exact, and one too long for any clock saturates.
