@@ -39,6 +39,7 @@ enum class Format { simple, json_lines, table };
 struct Globals {
   std::string segment;
   std::string write_out = "simple";
+  bool trust_other_writers = false;
   Format format() const {
     if (write_out == "json") return Format::json_lines;
     if (write_out == "table") return Format::table;
@@ -322,9 +323,16 @@ std::string default_segment() {
   return env != nullptr && *env != '\0' ? env : "zaris";
 }
 
+// The options of every client zarisctl opens.
+zaris::ClientOptions client_options(const Globals& g) {
+  zaris::ClientOptions options;
+  options.trust_other_writers = g.trust_other_writers;
+  return options;
+}
+
 // Opens the segment; a missing one is an error naming it.
 zaris::Client open_segment(const Globals& g) {
-  auto client = zaris::Client::open(g.segment);
+  auto client = zaris::Client::open(g.segment, client_options(g));
   if (!client && client.code() == zaris::Errc::not_found)
     throw Failure{"segment " + g.segment + " does not exist"};
   return must(std::move(client));
@@ -332,7 +340,7 @@ zaris::Client open_segment(const Globals& g) {
 
 // Opens the segment, creating it with default capacities if it is missing.
 zaris::Client open_or_create(const Globals& g) {
-  return must(zaris::Client::open_or_create(g.segment));
+  return must(zaris::Client::open_or_create(g.segment, {}, client_options(g)));
 }
 
 // SIGINT and SIGTERM are blocked in every thread (main() blocks them first);
@@ -417,7 +425,7 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
   if (a.mode.empty() || *end != '\0' || errno != 0 || mode > 0777)
     throw Usage{fmt::format("--mode '{}' is not an octal mode (e.g. 600, 0660)", a.mode)};
   options.mode = static_cast<mode_t>(mode);
-  auto client = zaris::Client::create(g.segment, options);
+  auto client = zaris::Client::create(g.segment, options, client_options(g));
   if (!client && client.code() == zaris::Errc::already_exists)
     throw Failure{"segment " + g.segment + " already exists"};
   auto info = must(must(std::move(client)).info());
@@ -436,7 +444,7 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
 // unrecoverable) can always be removed.
 void cmd_segment_destroy(const Globals& g, bool force) {
   if (!force) {
-    auto client = zaris::Client::open(g.segment);
+    auto client = zaris::Client::open(g.segment, client_options(g));
     if (!client && client.code() == zaris::Errc::not_found)
       throw Failure{"segment " + g.segment + " does not exist"};
     auto live = client ? client->leases().list() : client.error();
@@ -1009,6 +1017,9 @@ int main(int argc, char** argv) {
                  "(default $ZARIS_SEGMENT, else zaris)");
   app.add_option("-w,--write-out", g.write_out, "output format: simple, json or table")
       ->check(CLI::IsMember({"simple", "json", "table"}));
+  app.add_flag("--trust-other-writers", g.trust_other_writers,
+               "open a segment that another user owns or that its group or others may write "
+               "(whoever can write it can take over every process attached to it)");
 
   int status = 0;
   std::function<void()> action;

@@ -296,15 +296,17 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
   std::string man = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.1");
   std::string completion = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion");
   BOOST_REQUIRE(!man.empty() && !completion.empty());
-  for (auto option : {"\\-\\-kill\\-after"})
+  for (auto option : {"\\-\\-kill\\-after", "\\-\\-trust\\-other\\-writers"})
     BOOST_TEST(man.find(option) != std::string::npos, option);
   for (auto command : {"segment create", "segment destroy", "status", "check", "lease grant",
                        "lease revoke", "lease keep\\-alive", "lease timetolive", "lease list",
                        "put", "get", "del", "watch", "lock", "elect", "janitor"})
     BOOST_TEST(man.find(std::string(".B ") + command) != std::string::npos, command);
-  for (auto word : {"segment", "status", "check", "lease", "put", "get", "del", "watch", "lock",
-                    "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
-                    "--listen", "--timeout", "--write-out", "--kill-after"})
+  for (auto word :
+       {"segment",  "status",     "check",       "lease",        "put",
+        "get",      "del",        "watch",       "lock",         "elect",
+        "janitor",  "keep-alive", "timetolive",  "--if-absent",  "--keys-only",
+        "--listen", "--timeout",  "--write-out", "--kill-after", "--trust-other-writers"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
   std::string syntax =
       "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
@@ -1089,6 +1091,14 @@ BOOST_AUTO_TEST_CASE(durations_are_exact_and_saturate) {
   BOOST_TEST(forever.status == 0, "stderr: " << forever.err);
   expect_failure(s({"lock", "job", "--ttl", "99999999999999999999999h", "--", "true"}),
                  "TTL must be between");
+}
+
+// --trust-other-writers is a global flag, accepted anywhere.
+BOOST_AUTO_TEST_CASE(trust_other_writers_is_a_global_flag) {
+  Segment s;
+  BOOST_TEST(s({"--trust-other-writers", "put", "k", "v"}).status == 0);
+  BOOST_TEST(s({"get", "k", "--trust-other-writers"}).out == "k\nv\n");
+  BOOST_TEST(run({"--help"}).out.find("--trust-other-writers") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
