@@ -6,8 +6,6 @@
 // SIGPIPE is ignored, SIGINT and SIGTERM end the waiting commands cleanly.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -27,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_group.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -39,6 +39,7 @@ enum class Format { simple, json_lines, table };
 struct Globals {
   std::string segment;
   std::string write_out = "simple";
+  bool trust_other_writers = false;
   Format format() const {
     if (write_out == "json") return Format::json_lines;
     if (write_out == "table") return Format::table;
@@ -67,42 +68,74 @@ void must(zaris::Result<void> result) {
 
 // ---------------------------------------------------------------- input
 
-// "10", "1.5s", "500ms", "2m", "1h": a bare number is seconds.
+// "10", "1.5s", "500ms", "2m", "1h": a bare number is seconds. Exact to the
+// nanosecond; one too long for a 64-bit count of nanoseconds (292 years)
+// saturates, and the library refuses it as a TTL or takes it as "forever".
 std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text) {
   std::size_t digits = 0;
   bool dot = false;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || (text[digits] == '.' && !dot))) {
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) ||
+                                  (text[digits] == '.' && !dot))) {
     dot = dot || text[digits] == '.';
     ++digits;
   }
   std::string number = text.substr(0, digits);
   std::string unit = text.substr(digits);
   if (number.empty() || number == ".") return std::nullopt;
-  double scale;
+  std::uint64_t unit_ns;
   if (unit.empty() || unit == "s") {
-    scale = 1e9;
+    unit_ns = 1'000'000'000;
   } else if (unit == "ms") {
-    scale = 1e6;
+    unit_ns = 1'000'000;
   } else if (unit == "m") {
-    scale = 60e9;
+    unit_ns = 60'000'000'000;
   } else if (unit == "h") {
-    scale = 3600e9;
+    unit_ns = 3'600'000'000'000;
   } else {
     return std::nullopt;
   }
-  double value = std::strtod(number.c_str(), nullptr) * scale;
-  // Beyond this it is no duration anyone means; the library refuses it anyway.
-  if (!std::isfinite(value) || value > 1e18) return std::chrono::nanoseconds::max();
-  return std::chrono::nanoseconds(static_cast<std::int64_t>(value));
+  using Wide = unsigned __int128;
+  constexpr Wide kMax = static_cast<Wide>(std::chrono::nanoseconds::max().count());
+  Wide whole = 0, fraction = 0, scale = 1;
+  bool in_fraction = false;
+  for (char c : number) {
+    if (c == '.') {
+      in_fraction = true;
+    } else if (!in_fraction) {
+      whole = std::min(whole * 10 + static_cast<Wide>(c - '0'), kMax + 1);
+    } else if (scale < static_cast<Wide>(1'000'000'000'000'000'000)) {
+      // Digits past the 18th weigh less than a nanosecond even in hours.
+      fraction = fraction * 10 + static_cast<Wide>(c - '0');
+      scale *= 10;
+    }
+  }
+  Wide total = whole * unit_ns + fraction * unit_ns / scale;
+  if (total > kMax) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(static_cast<std::int64_t>(total));
 }
 
 std::chrono::nanoseconds duration_arg(const std::string& text, const char* what) {
   auto d = parse_duration(text);
   if (!d)
-    throw Usage{fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what,
-                            text)};
+    throw Usage{
+        fmt::format("{} '{}' is not a duration (e.g. 10, 1.5s, 500ms, 2m, 1h)", what, text)};
   return *d;
+}
+
+// A decimal count in [min, max]: no sign, no octal or hex, no wrap-around.
+std::uint64_t count_arg(const std::string& text, const char* what, std::uint64_t min,
+                        std::uint64_t max) {
+  std::uint64_t value = 0;
+  bool overflow = false;
+  for (char c : text) {
+    if (c < '0' || c > '9') throw Usage{fmt::format("{} '{}' is not a decimal number", what, text)};
+    overflow = overflow || value > (std::numeric_limits<std::uint64_t>::max() - 9) / 10;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (text.empty()) throw Usage{fmt::format("{} is empty: give a decimal number", what)};
+  if (overflow || value < min || value > max)
+    throw Usage{fmt::format("{} {} is out of range ({} to {})", what, text, min, max)};
+  return value;
 }
 
 zaris::LeaseId lease_arg(const std::string& text) {
@@ -112,8 +145,7 @@ zaris::LeaseId lease_arg(const std::string& text) {
 }
 
 void require_key(const std::string& key, bool prefix) {
-  if (key.empty() && !prefix)
-    throw Usage{"KEY is empty (use --prefix with \"\" for every key)"};
+  if (key.empty() && !prefix) throw Usage{"KEY is empty (use --prefix with \"\" for every key)"};
 }
 
 // ---------------------------------------------------------------- output
@@ -136,40 +168,69 @@ long long ms_of(std::chrono::nanoseconds d) {
   return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
+// The length of the UTF-8 sequence that starts at s[i], with its code point
+// in `cp`; 0 if none does (a stray byte, an overlong form, a surrogate, beyond
+// U+10FFFF, cut short).
+std::size_t utf8_sequence(const std::string& s, std::size_t i, std::uint32_t& cp) {
+  auto c = static_cast<unsigned char>(s[i]);
+  std::size_t n;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  } else if ((c & 0xe0) == 0xc0) {
+    n = 1;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 2;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 3;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  for (std::size_t k = 1; k <= n; ++k) {
+    if (i + k >= s.size()) return 0;
+    auto cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3f);
+  }
+  if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+      (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+    return 0;
+  return n + 1;
+}
+
 bool valid_utf8(const std::string& s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    std::size_t n;
+  for (std::size_t i = 0, n; i < s.size(); i += n) {
     std::uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= s.size()) return false;
-      auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and beyond U+10FFFF are not UTF-8.
-    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    i += n + 1;
+    n = utf8_sequence(s, i, cp);
+    if (n == 0) return false;
   }
   return true;
+}
+
+// Bytes made safe for a terminal: printable UTF-8 stays as it is; control
+// characters (C0, DEL, C1), bytes that are not UTF-8, and the backslash become
+// \xNN (the backslash \\), so another user's key cannot send escape sequences
+// to the screen, and the output stays one line per item.
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    std::uint32_t cp = 0;
+    std::size_t n = utf8_sequence(s, i, cp);
+    if (n != 0 && cp == '\\') {
+      out += "\\\\";
+    } else if (n != 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0)) {
+      out.append(s, i, n);
+    } else {
+      for (std::size_t k = 0; k < std::max<std::size_t>(n, 1); ++k)
+        out += fmt::format("\\x{:02x}", static_cast<unsigned char>(s[i + k]));
+    }
+    i += std::max<std::size_t>(n, 1);
+  }
+  return out;
 }
 
 std::string base64(const std::string& in) {
@@ -225,16 +286,21 @@ void write_raw(const std::string& bytes) {
   if (std::ferror(stdout)) flush_out();
 }
 
+// Fields that may hold bytes go through put_bytes; should any other string
+// not be UTF-8, it is written with U+FFFD rather than failing after the fact.
 void print_json(const json& value) {
-  write_raw(value.dump());
+  write_raw(value.dump(-1, ' ', false, json::error_handler_t::replace));
   flush_out();
 }
 
-// Rows under a header, each column as wide as its widest cell.
+// Rows under a header, each column as wide as its widest cell; the cells are
+// made printable().
 void print_table(const std::vector<std::string>& header,
-                 const std::vector<std::vector<std::string>>& rows) {
+                 std::vector<std::vector<std::string>> rows) {
   std::vector<std::size_t> width(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (auto& row : rows)
+    for (auto& cell : row) cell = printable(cell);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size() && c < width.size(); ++c)
       width[c] = std::max(width[c], row[c].size());
@@ -257,9 +323,16 @@ std::string default_segment() {
   return env != nullptr && *env != '\0' ? env : "zaris";
 }
 
+// The options of every client zarisctl opens.
+zaris::ClientOptions client_options(const Globals& g) {
+  zaris::ClientOptions options;
+  options.trust_other_writers = g.trust_other_writers;
+  return options;
+}
+
 // Opens the segment; a missing one is an error naming it.
 zaris::Client open_segment(const Globals& g) {
-  auto client = zaris::Client::open(g.segment);
+  auto client = zaris::Client::open(g.segment, client_options(g));
   if (!client && client.code() == zaris::Errc::not_found)
     throw Failure{"segment " + g.segment + " does not exist"};
   return must(std::move(client));
@@ -267,7 +340,7 @@ zaris::Client open_segment(const Globals& g) {
 
 // Opens the segment, creating it with default capacities if it is missing.
 zaris::Client open_or_create(const Globals& g) {
-  return must(zaris::Client::open_or_create(g.segment));
+  return must(zaris::Client::open_or_create(g.segment, {}, client_options(g)));
 }
 
 // SIGINT and SIGTERM are blocked in every thread (main() blocks them first);
@@ -327,49 +400,64 @@ class StopSignal {
 // ---------------------------------------------------------------- segment
 
 struct CreateArgs {
-  std::uint32_t leases = zaris::SegmentOptions{}.max_leases;
-  std::uint32_t keys = zaris::SegmentOptions{}.max_keys;
-  std::uint32_t max_key_bytes = zaris::SegmentOptions{}.max_key_bytes;
-  std::uint32_t max_value_bytes = zaris::SegmentOptions{}.max_value_bytes;
+  std::string leases = std::to_string(zaris::SegmentOptions{}.max_leases);
+  std::string keys = std::to_string(zaris::SegmentOptions{}.max_keys);
+  std::string max_key_bytes = std::to_string(zaris::SegmentOptions{}.max_key_bytes);
+  std::string max_value_bytes = std::to_string(zaris::SegmentOptions{}.max_value_bytes);
   std::string mode = "600";
 };
 
+// A capacity in the range SegmentOptions documents.
+std::uint32_t capacity_arg(const std::string& text, const char* what, std::uint32_t min,
+                           std::uint32_t max) {
+  return static_cast<std::uint32_t>(count_arg(text, what, min, max));
+}
+
 void cmd_segment_create(const Globals& g, const CreateArgs& a) {
   zaris::SegmentOptions options;
-  options.max_leases = a.leases;
-  options.max_keys = a.keys;
-  options.max_key_bytes = a.max_key_bytes;
-  options.max_value_bytes = a.max_value_bytes;
+  options.max_leases = capacity_arg(a.leases, "--leases", 1, 16'777'216);
+  options.max_keys = capacity_arg(a.keys, "--keys", 1, 16'777'216);
+  options.max_key_bytes = capacity_arg(a.max_key_bytes, "--max-key-bytes", 1, 4096);
+  options.max_value_bytes = capacity_arg(a.max_value_bytes, "--max-value-bytes", 0, 1'048'576);
   char* end = nullptr;
   errno = 0;
   unsigned long mode = std::strtoul(a.mode.c_str(), &end, 8);
   if (a.mode.empty() || *end != '\0' || errno != 0 || mode > 0777)
     throw Usage{fmt::format("--mode '{}' is not an octal mode (e.g. 600, 0660)", a.mode)};
   options.mode = static_cast<mode_t>(mode);
-  auto client = zaris::Client::create(g.segment, options);
+  auto client = zaris::Client::create(g.segment, options, client_options(g));
   if (!client && client.code() == zaris::Errc::already_exists)
     throw Failure{"segment " + g.segment + " already exists"};
   auto info = must(must(std::move(client)).info());
   if (g.format() == Format::json_lines) {
-    print_json({{"segment", info.path}, {"size_bytes", info.size_bytes}});
+    json out = json::object();
+    put_bytes(out, "segment", info.path);
+    out["size_bytes"] = info.size_bytes;
+    print_json(out);
   } else {
-    fmt::print("segment {} created\n", g.segment);
+    write_raw("segment " + printable(g.segment) + " created");
   }
 }
 
+// --force removes the name without opening the segment, so that one that
+// cannot be opened (from an earlier boot, never initialised, corrupt, its lock
+// unrecoverable) can always be removed.
 void cmd_segment_destroy(const Globals& g, bool force) {
-  {
-    auto client = open_segment(g);
-    auto live = must(client.leases().list());
-    if (!live.empty() && !force)
+  if (!force) {
+    auto client = zaris::Client::open(g.segment, client_options(g));
+    if (!client && client.code() == zaris::Errc::not_found)
+      throw Failure{"segment " + g.segment + " does not exist"};
+    auto live = client ? client->leases().list() : client.error();
+    if (!live) throw Failure{live.error().message + " (--force removes it without opening it)"};
+    if (!live->empty())
       throw Failure{fmt::format("segment {} holds {} live lease(s); --force destroys it anyway",
-                                g.segment, live.size())};
+                                g.segment, live->size())};
   }
   must(zaris::Client::destroy(g.segment));
   if (g.format() == Format::json_lines) {
     print_json({{"destroyed", true}});
   } else {
-    fmt::print("segment {} destroyed\n", g.segment);
+    write_raw("segment " + printable(g.segment) + " destroyed");
   }
 }
 
@@ -380,16 +468,19 @@ void cmd_status(const Globals& g) {
   auto info = must(client.info());
   json janitor = info.janitor_pid ? json(*info.janitor_pid) : json(nullptr);
   switch (g.format()) {
-    case Format::json_lines:
-      print_json({{"segment", info.path},
-                  {"layout_version", info.layout_version},
-                  {"revision", info.revision},
-                  {"leases", {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}}},
-                  {"keys", {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}}},
-                  {"processes", info.processes},
-                  {"janitor_pid", janitor},
-                  {"size_bytes", info.size_bytes}});
+    case Format::json_lines: {
+      json out = json::object();
+      put_bytes(out, "segment", info.path);
+      out["layout_version"] = info.layout_version;
+      out["revision"] = info.revision;
+      out["leases"] = {{"used", info.leases_used}, {"capacity", info.capacities.max_leases}};
+      out["keys"] = {{"used", info.keys_used}, {"capacity", info.capacities.max_keys}};
+      out["processes"] = info.processes;
+      out["janitor_pid"] = janitor;
+      out["size_bytes"] = info.size_bytes;
+      print_json(out);
       return;
+    }
     case Format::table:
       print_table({"SEGMENT", "REVISION", "LEASES", "KEYS", "PROCESSES", "JANITOR", "SIZE"},
                   {{info.path, std::to_string(info.revision),
@@ -400,7 +491,7 @@ void cmd_status(const Globals& g) {
                     std::to_string(info.size_bytes)}});
       return;
     case Format::simple:
-      fmt::print("segment {} (layout version {})\n", info.path, info.layout_version);
+      fmt::print("segment {} (layout version {})\n", printable(info.path), info.layout_version);
       fmt::print("revision {}\n", info.revision);
       fmt::print("leases {} of {}\n", info.leases_used, info.capacities.max_leases);
       fmt::print("keys {} of {}\n", info.keys_used, info.capacities.max_keys);
@@ -423,7 +514,7 @@ int cmd_check(const Globals& g) {
   } else if (violations.empty()) {
     std::puts("ok");
   } else {
-    for (const auto& v : violations) std::puts(v.c_str());
+    for (const auto& v : violations) write_raw(printable(v));
   }
   return violations.empty() ? 0 : 1;
 }
@@ -445,8 +536,8 @@ void cmd_lease_revoke(const Globals& g, const std::string& id_text) {
   auto id = lease_arg(id_text);
   auto client = open_segment(g);
   auto revoked = client.leases().revoke(id);
-  if (!revoked && (revoked.code() == zaris::Errc::not_found ||
-                   revoked.code() == zaris::Errc::lease_lost))
+  if (!revoked &&
+      (revoked.code() == zaris::Errc::not_found || revoked.code() == zaris::Errc::lease_lost))
     throw Failure{"lease " + id.to_string() + " not found"};
   must(std::move(revoked));
   if (g.format() == Format::json_lines) {
@@ -508,7 +599,7 @@ void cmd_lease_timetolive(const Globals& g, const std::string& id_text, bool key
                                  duration_text(i.granted_ttl), remaining_text(i.remaining));
   if (keys) {
     line += ", attached keys([";
-    for (std::size_t k = 0; k < i.keys.size(); ++k) line += (k ? " " : "") + i.keys[k];
+    for (std::size_t k = 0; k < i.keys.size(); ++k) line += (k ? " " : "") + printable(i.keys[k]);
     line += "])";
   }
   write_raw(line);
@@ -532,7 +623,8 @@ void cmd_lease_list(const Globals& g) {
     case Format::table: {
       std::vector<std::vector<std::string>> rows;
       for (const auto& l : leases)
-        rows.push_back({l.id.to_string(), duration_text(l.granted_ttl), remaining_text(l.remaining)});
+        rows.push_back(
+            {l.id.to_string(), duration_text(l.granted_ttl), remaining_text(l.remaining)});
       print_table({"ID", "TTL", "REMAINING"}, rows);
       return;
     }
@@ -612,8 +704,8 @@ void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_on
     }
     case Format::simple:
       for (const auto& kv : found.kvs) {
-        write_raw(kv.key);
-        if (!keys_only) write_raw(kv.value);
+        write_raw(printable(kv.key));
+        if (!keys_only) write_raw(printable(kv.value));
       }
       return;
   }
@@ -630,9 +722,12 @@ void cmd_del(const Globals& g, const std::string& key, bool prefix) {
   }
 }
 
-void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint64_t rev,
-               std::uint64_t count) {
+void cmd_watch(const Globals& g, const std::string& key, bool prefix, const std::string& rev_text,
+               const std::string& count_text) {
   require_key(key, prefix);
+  constexpr auto kAny = std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t rev = count_arg(rev_text, "--rev", 0, kAny);
+  const std::uint64_t count = count_arg(count_text, "--count", 0, kAny);
   auto client = open_segment(g);
   auto watcher = must(client.watch(key, zaris::WatchOptions{prefix, rev}));
   StopSignal stop;
@@ -654,10 +749,10 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint6
         o["reason"] = put ? json(nullptr) : json(std::string(zaris::delete_reason_name(e.reason)));
         print_json(o);
       } else if (put) {
-        std::string line = "PUT " + e.kv.key + " " + e.kv.value;
-        write_raw(line);
+        write_raw("PUT " + printable(e.kv.key) + " " + printable(e.kv.value));
       } else {
-        write_raw("DELETE " + e.kv.key + " " + std::string(zaris::delete_reason_name(e.reason)));
+        write_raw("DELETE " + printable(e.kv.key) + " " +
+                  std::string(zaris::delete_reason_name(e.reason)));
       }
       flush_out();
       if (count != 0 && ++seen >= count) return;
@@ -667,85 +762,115 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, std::uint6
 
 // ---------------------------------------------------------------- lock, elect
 
-// The command running under a lock, for the session's on_lost.
-std::atomic<pid_t> g_child{0};
-
-// Runs `command` with `env` added; returns its exit status (128 + signal if
-// killed). SIGINT, SIGTERM and SIGHUP that reach zarisctl meanwhile are
-// passed on; if zarisctl dies, the command is killed (PR_SET_PDEATHSIG), so
-// that it never runs without the lock.
-int run_command(const std::vector<std::string>& command,
-                const std::vector<std::pair<std::string, std::string>>& env) {
-  // Built before fork(): the child only execs.
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) {
-    std::string entry = *e;
-    bool replaced = false;
-    for (const auto& [name, value] : env) replaced = replaced || entry.starts_with(name + "=");
-    if (!replaced) environment.push_back(entry);
-  }
-  for (const auto& [name, value] : env) environment.push_back(name + "=" + value);
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<char*> argv;
-  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
-  if (pid < 0) throw Failure{std::string("fork: ") + std::strerror(errno)};
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(126);  // zarisctl already died
-    sigset_t none;
-    sigemptyset(&none);
-    pthread_sigmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const char* why = std::strerror(errno);
-    (void)!::write(2, "zarisctl: cannot run ", 21);
-    (void)!::write(2, argv[0], std::strlen(argv[0]));
-    (void)!::write(2, ": ", 2);
-    (void)!::write(2, why, std::strlen(why));
-    (void)!::write(2, "\n", 1);
-    ::_exit(127);
-  }
-  g_child.store(pid);
-  int status = 0;
-  {
-    StopSignal forward([] {
-      if (pid_t child = g_child.load(); child > 0) ::kill(child, SIGTERM);
-    });
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    g_child.store(0);  // reaped: never signal its pid again
-  }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
-}
-
 // Called by the session's keep-alive thread when the lease is lost (expired
-// while zarisctl was stopped, revoked behind its back): whatever the lock or
-// the leadership guarded must stop at once.
-std::atomic<bool> g_lost{false};
-std::atomic<bool> g_armed{false};  // set once the lock or leadership is held
+// while zarisctl was stopped, revoked behind its back) while the lock or the
+// leadership is held with no command: zarisctl stops holding at once.
+// (Under `lock -- COMMAND`, LossWatch acts on the loss, sooner.)
+std::atomic<bool> g_armed{false};
 void on_lost() {
-  if (!g_armed.load()) return;  // still waiting: the wait itself reports it
-  g_lost.store(true);
-  if (pid_t child = g_child.load(); child > 0) {
-    ::kill(child, SIGKILL);
-    return;  // run_command returns; cmd_lock reports the loss
-  }
+  if (!g_armed.load()) return;  // still waiting (the wait itself reports it), or LossWatch's
   static const char message[] = "zarisctl: the session's lease was lost\n";
   (void)!::write(2, message, sizeof message - 1);
   ::_exit(1);
 }
 
+// Watches a held lock's key from a thread of its own and calls `on_loss`
+// once if it stops being ours before stop(): revoked, expired, deleted or
+// replaced by another. It sleeps in the kernel on the key, never past its
+// lease's deadline, so an expiry is seen at once too.
+class LossWatch {
+ public:
+  LossWatch(zaris::Client& client, const zaris::Mutex& mutex, zaris::LeaseId lease,
+            std::function<void()> on_loss)
+      : client_(client),
+        key_(mutex.key()),
+        token_(mutex.fencing_token()),
+        lease_(lease),
+        on_loss_(std::move(on_loss)),
+        thread_([this] { run(); }) {}
+  ~LossWatch() { (void)stop(); }
+  LossWatch(const LossWatch&) = delete;
+  LossWatch& operator=(const LossWatch&) = delete;
+
+  // Tells the watch to end, before the unlock whose delete wakes it (else it
+  // looks again within a second); joins it. Returns whether it saw the loss.
+  void stopping() { stopping_.store(true); }
+  bool stop() {
+    stopping();
+    if (thread_.joinable()) thread_.join();
+    return lost_.load();
+  }
+
+ private:
+  void run() {
+    std::uint64_t seen = token_;  // the key's mod revision when it was created
+    while (!stopping_.load()) {
+      auto changed = client_.wait_for_change(key_, seen, 1s);
+      if (stopping_.load()) return;
+      if (changed && !*changed) continue;
+      auto kv = changed ? client_.get(key_)
+                        : zaris::Result<std::optional<zaris::KeyValue>>(changed.error());
+      if (!kv) {  // busy or worse: look again shortly
+        std::this_thread::sleep_for(100ms);
+        continue;
+      }
+      if (*kv && (*kv)->lease == lease_ && (*kv)->create_revision == token_) {
+        seen = (*kv)->mod_revision;  // rewritten, still ours
+        continue;
+      }
+      lost_.store(true);
+      on_loss_();
+      return;
+    }
+  }
+
+  zaris::Client& client_;
+  const std::string key_;
+  const std::uint64_t token_;
+  const zaris::LeaseId lease_;
+  const std::function<void()> on_loss_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> lost_{false};
+  std::thread thread_;
+};
+
+// Runs `command` in its own process group while `mutex` is held, and ends
+// the group at once if the lock is lost or zarisctl is told to stop.
+// Releases the lock once the group is gone. Returns the command's status;
+// a lock lost meanwhile, or found lost at the unlock, is a Failure.
+int run_locked(zaris::Session& session, zaris::Mutex& mutex, const std::string& name,
+               const std::vector<std::string>& command, std::chrono::nanoseconds kill_after) {
+  zarisctl::CommandGroup group(command,
+                               {{"ZARIS_LOCK_KEY", mutex.key()},
+                                {"ZARIS_FENCING_TOKEN", std::to_string(mutex.fencing_token())}},
+                               kill_after);
+  LossWatch watch(session.client(), mutex, session.lease(), [&group] { group.end(); });
+  {
+    StopSignal stop([&group] { group.end(); });
+    group.wait_exit();
+  }
+  watch.stopping();
+  auto unlocked = mutex.unlock();  // its delete wakes the watch
+  (void)session.close();           // so does this, should the unlock have failed
+  const bool lost = watch.stop();
+  const int status = group.reap();
+  if (lost)
+    throw Failure{"lock " + name +
+                  " was lost while the command ran (its lease was revoked or expired, or its key "
+                  "deleted): the command was ended"};
+  if (!unlocked)
+    throw Failure{"lock " + name +
+                  " was not held when the command ended: " + unlocked.error().message};
+  return status;
+}
+
 int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_text,
-             const std::string& timeout_text, const std::vector<std::string>& command) {
+             const std::string& timeout_text, const std::string& kill_after_text,
+             const std::vector<std::string>& command) {
   auto ttl = duration_arg(ttl_text, "--ttl");
-  auto timeout =
-      timeout_text.empty() ? std::chrono::nanoseconds::max() : duration_arg(timeout_text, "--timeout");
+  auto timeout = timeout_text.empty() ? std::chrono::nanoseconds::max()
+                                      : duration_arg(timeout_text, "--timeout");
+  auto kill_after = duration_arg(kill_after_text, "--kill-after");
   if (name.empty()) throw Usage{"NAME is empty"};
   auto client = open_or_create(g);
   auto session = must(zaris::Session::create(client, zaris::SessionOptions{ttl, on_lost}));
@@ -767,27 +892,29 @@ int cmd_lock(const Globals& g, const std::string& name, const std::string& ttl_t
   if (!locked && locked.code() == zaris::Errc::timed_out)
     throw Failure{"lock " + name + " not acquired within " + timeout_text};
   must(std::move(locked));
+  if (!command.empty()) return run_locked(*session, mutex, name, command, kill_after);
   g_armed.store(true);
-  const std::string token = std::to_string(mutex.fencing_token());
-  int status = 0;
-  if (!command.empty()) {
-    status = run_command(command, {{"ZARIS_LOCK_KEY", mutex.key()}, {"ZARIS_FENCING_TOKEN", token}});
-    if (g_lost.load()) throw Failure{"lock " + name + " was lost while the command ran: killed it"};
+  if (g.format() == Format::json_lines) {
+    json o = json::object();
+    put_bytes(o, "key", mutex.key());
+    o["fencing_token"] = mutex.fencing_token();
+    print_json(o);
   } else {
-    if (g.format() == Format::json_lines) {
-      print_json({{"key", mutex.key()}, {"fencing_token", mutex.fencing_token()}});
-    } else {
-      write_raw(mutex.key());
-      write_raw(token);
-      flush_out();
-    }
+    write_raw(printable(mutex.key()));
+    write_raw(std::to_string(mutex.fencing_token()));
+    flush_out();
+  }
+  {
     StopSignal stop;
     while (!stop.sleep_for(1h)) {
     }
   }
-  (void)mutex.unlock();
+  g_armed.store(false);
+  auto unlocked = mutex.unlock();
   (void)session->close();
-  return status;
+  if (!unlocked)
+    throw Failure{"lock " + name + " was not held at the end: " + unlocked.error().message};
+  return 0;
 }
 
 int cmd_elect(const Globals& g, const std::string& name, const std::string& proposal, bool listen,
@@ -809,7 +936,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
           put_bytes(o, "proposal", leader->value);
           print_json(o);
         } else {
-          write_raw(leader->value);
+          write_raw(printable(leader->value));
           flush_out();
         }
       }
@@ -836,7 +963,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
     put_bytes(o, "proposal", proposal);
     print_json(o);
   } else {
-    write_raw(proposal);
+    write_raw(printable(proposal));
     std::fflush(stdout);
   }
   StopSignal stop;
@@ -859,7 +986,9 @@ void cmd_janitor(const Globals& g) {
     if (signal == SIGINT || signal == SIGTERM || signal == SIGHUP) {
       janitor->stop();
       std::fprintf(stderr, "zaris-janitor: stopped by %s\n",
-                   signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP");
+                   signal == SIGINT    ? "SIGINT"
+                   : signal == SIGTERM ? "SIGTERM"
+                                       : "SIGHUP");
       return;
     }
     // It stops by itself only when it lost the role (its log says why).
@@ -873,6 +1002,7 @@ int main(int argc, char** argv) {
   // Never killed by a signal: a closed pipe is a write error, and SIGINT and
   // SIGTERM are taken by the commands that wait (all threads inherit this).
   ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap `lock`'s command for us
   sigset_t stop = StopSignal::stop_set();
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
@@ -887,6 +1017,9 @@ int main(int argc, char** argv) {
                  "(default $ZARIS_SEGMENT, else zaris)");
   app.add_option("-w,--write-out", g.write_out, "output format: simple, json or table")
       ->check(CLI::IsMember({"simple", "json", "table"}));
+  app.add_flag("--trust-other-writers", g.trust_other_writers,
+               "open a segment that another user owns or that its group or others may write "
+               "(whoever can write it can take over every process attached to it)");
 
   int status = 0;
   std::function<void()> action;
@@ -959,7 +1092,7 @@ int main(int argc, char** argv) {
   del->add_option("KEY", key, "key")->required();
   del->add_flag("--prefix", prefix, "every key starting with KEY");
   del->callback([&] { action = [&] { cmd_del(g, key, prefix); }; });
-  std::uint64_t rev = 0, count = 0;
+  std::string rev = "0", count = "0";
   auto* watch = app.add_subcommand("watch", "print changes to KEY until SIGINT/SIGTERM");
   watch->add_option("KEY", key, "key")->required();
   watch->add_flag("--prefix", prefix, "every key starting with KEY");
@@ -968,14 +1101,20 @@ int main(int argc, char** argv) {
   watch->callback([&] { action = [&] { cmd_watch(g, key, prefix, rev, count); }; });
 
   // lock, elect, janitor
-  std::string name, lock_ttl = "10s", lock_timeout;
+  std::string name, lock_ttl = "10s", lock_timeout, kill_after = "10s";
   std::vector<std::string> command;
   auto* lock = app.add_subcommand("lock", "take a lock (FIFO), around COMMAND or until SIGINT");
   lock->add_option("NAME", name, "lock name")->required();
   lock->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
   lock->add_option("--timeout", lock_timeout, "give up (exit 1) if not acquired in time");
+  lock->add_option("--kill-after", kill_after,
+                   "grace after the SIGTERM that ends the command's process group (the lock "
+                   "lost, the command done, zarisctl stopped or killed) before its SIGKILL")
+      ->capture_default_str();
   lock->add_option("COMMAND", command, "run this while holding the lock (after --)");
-  lock->callback([&] { action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, command); }; });
+  lock->callback([&] {
+    action = [&] { status = cmd_lock(g, name, lock_ttl, lock_timeout, kill_after, command); };
+  });
   std::string proposal;
   bool listen = false;
   auto* elect = app.add_subcommand("elect", "campaign for leadership, or --listen to the leader");
@@ -983,7 +1122,8 @@ int main(int argc, char** argv) {
   elect->add_option("PROPOSAL", proposal, "this candidate's value");
   elect->add_flag("--listen", listen, "print each leader's proposal as it changes");
   elect->add_option("--ttl", lock_ttl, "lease TTL, kept alive meanwhile")->capture_default_str();
-  elect->callback([&] { action = [&] { status = cmd_elect(g, name, proposal, listen, lock_ttl); }; });
+  elect->callback(
+      [&] { action = [&] { status = cmd_elect(g, name, proposal, listen, lock_ttl); }; });
   app.add_subcommand("janitor", "run the segment's janitor until SIGINT/SIGTERM")->callback([&] {
     action = [&] { cmd_janitor(g); };
   });
@@ -1005,8 +1145,9 @@ int main(int argc, char** argv) {
       }
       if (arg.starts_with("-")) continue;
       if (app.get_subcommands([&](CLI::App* sub) { return sub->get_name() == arg; }).empty()) {
-        std::fprintf(stderr, "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
-                     arg.c_str());
+        std::fprintf(stderr,
+                     "zarisctl: unknown command '%s'\nRun with --help for more information.\n",
+                     printable(arg).c_str());
         return 2;
       }
       break;
@@ -1018,15 +1159,15 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   } catch (const Usage& usage) {
     std::fprintf(stderr, "zarisctl: %s\nRun with --help for more information.\n",
-                 usage.message.c_str());
+                 printable(usage.message).c_str());
     return 2;
   } catch (const Failure& failure) {
     std::fflush(stdout);
-    std::fprintf(stderr, "zarisctl: %s\n", failure.message.c_str());
+    std::fprintf(stderr, "zarisctl: %s\n", printable(failure.message).c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "zarisctl: %s\n", e.what());
+    std::fprintf(stderr, "zarisctl: %s\n", printable(e.what()).c_str());
     return 1;
   }
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

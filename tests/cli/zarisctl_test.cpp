@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <filesystem>
-#include <iostream>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,8 +32,8 @@ namespace {
 const std::string kBinary = ZARISCTL_PATH;
 
 struct Outcome {
-  int status = -1;        // exit status
-  int signal = 0;         // the signal that killed it, if one did
+  int status = -1;  // exit status
+  int signal = 0;   // the signal that killed it, if one did
   std::string out, err;
 };
 
@@ -110,7 +110,8 @@ class Process {
       if (std::chrono::steady_clock::now() > give_up) {
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status, 0);
-        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out << outcome_.err);
+        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out
+                                                                    << outcome_.err);
         break;
       }
     }
@@ -191,6 +192,75 @@ std::string lease_of_grant(const Outcome& o) {
   return id;
 }
 
+// A scratch directory, removed at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/zaris-cli-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string operator/(const std::string& file) const { return path + "/" + file; }
+};
+
+// The number a command writes to `path`, once it is there (0 after `limit`).
+long read_number_when_written(const std::string& path, std::chrono::seconds limit = 30s) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream in(path);
+    std::string text;
+    // Written as "N\n" by the shell: whole once the newline is there.
+    if (std::getline(in, text) && !in.eof() && !text.empty()) return std::stol(text);
+    std::this_thread::sleep_for(5ms);
+  }
+  return 0;
+}
+
+bool process_gone(pid_t pid) {
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+// Waits up to `limit` for `pid` to vanish (its parent may be reaping it).
+bool process_gone_within(pid_t pid, std::chrono::seconds limit = 30s) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!process_gone(pid)) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+// The lease under a held lock NAME: its one contender key, NAME/<lease id>.
+zaris::LeaseId lock_lease(const std::string& segment, const std::string& name) {
+  auto client = zaris::Client::open(segment);
+  BOOST_REQUIRE(client.ok());
+  auto held = client->get_prefix(name + "/");
+  BOOST_REQUIRE(held.ok());
+  BOOST_REQUIRE(held->kvs.size() == 1u);
+  return held->kvs[0].lease;
+}
+
+void revoke(const std::string& segment, zaris::LeaseId lease) {
+  auto client = zaris::Client::open(segment);
+  BOOST_REQUIRE(client.ok());
+  BOOST_REQUIRE(client->leases().revoke(lease).ok());
+}
+
+std::string base64_of(const std::string& in) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::uint32_t bits = 0;
+  int count = 0;
+  for (unsigned char c : in) {
+    bits = (bits << 8) | c;
+    count += 8;
+    while (count >= 6) out += table[(bits >> (count -= 6)) & 63];
+  }
+  if (count > 0) out += table[(bits << (6 - count)) & 63];
+  while (out.size() % 4 != 0) out += '=';
+  return out;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cli)
@@ -209,7 +279,7 @@ BOOST_AUTO_TEST_CASE(help_version_and_usage_errors) {
   BOOST_TEST(version.out.find("zarisctl ") == 0u);
   expect_usage_error(run({}));
   expect_usage_error(run({"bogus"}));
-  expect_usage_error(run({"get"}));                 // missing KEY
+  expect_usage_error(run({"get"}));                  // missing KEY
   expect_usage_error(run({"get", "k", "--bogus"}));  // unknown flag
   expect_usage_error(run({"-w", "yaml", "status"}));
   expect_usage_error(run({"lease", "frobnicate"}));
@@ -226,15 +296,20 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
   std::string man = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.1");
   std::string completion = read(std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion");
   BOOST_REQUIRE(!man.empty() && !completion.empty());
+  for (auto option : {"\\-\\-kill\\-after", "\\-\\-trust\\-other\\-writers"})
+    BOOST_TEST(man.find(option) != std::string::npos, option);
   for (auto command : {"segment create", "segment destroy", "status", "check", "lease grant",
                        "lease revoke", "lease keep\\-alive", "lease timetolive", "lease list",
                        "put", "get", "del", "watch", "lock", "elect", "janitor"})
     BOOST_TEST(man.find(std::string(".B ") + command) != std::string::npos, command);
-  for (auto word : {"segment", "status", "check", "lease", "put", "get", "del", "watch", "lock",
-                    "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
-                    "--listen", "--timeout", "--write-out"})
+  for (auto word :
+       {"segment",  "status",     "check",       "lease",        "put",
+        "get",      "del",        "watch",       "lock",         "elect",
+        "janitor",  "keep-alive", "timetolive",  "--if-absent",  "--keys-only",
+        "--listen", "--timeout",  "--write-out", "--kill-after", "--trust-other-writers"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
-  std::string syntax = "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
+  std::string syntax =
+      "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
   BOOST_TEST(std::system(syntax.c_str()) == 0);
 }
 
@@ -242,10 +317,16 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   Segment s;
   auto missing = s({"status"});
   expect_failure(missing, "segment " + s.name + " does not exist");
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"check"}, {"get", "k"}, {"del", "k"}, {"lease", "list"}, {"lease", "revoke", "1"},
-           {"lease", "timetolive", "1"}, {"lease", "keep-alive", "1", "--once"},
-           {"watch", "k", "--count", "1"}, {"janitor"}, {"segment", "destroy"}})
+  for (auto args : std::vector<std::vector<std::string>>{{"check"},
+                                                         {"get", "k"},
+                                                         {"del", "k"},
+                                                         {"lease", "list"},
+                                                         {"lease", "revoke", "1"},
+                                                         {"lease", "timetolive", "1"},
+                                                         {"lease", "keep-alive", "1", "--once"},
+                                                         {"watch", "k", "--count", "1"},
+                                                         {"janitor"},
+                                                         {"segment", "destroy"}})
     expect_failure(s(args), "does not exist");
 
   auto created = s({"segment", "create", "--leases", "100", "--keys", "200"});
@@ -273,7 +354,9 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   BOOST_REQUIRE(rows.size() == 2u);
   BOOST_TEST(rows[0].find("SEGMENT") == 0u);
   // Aligned: each row's REVISION cell starts under the header's.
-  BOOST_TEST(rows[1].substr(rows[0].find("REVISION")).find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
+  BOOST_TEST(rows[1]
+                 .substr(rows[0].find("REVISION"))
+                 .find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
 
   auto check = s({"check"});
   BOOST_TEST(check.status == 0);
@@ -302,7 +385,8 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   expect_usage_error(s({"segment", "create", "--mode", "999"}));
   expect_usage_error(s({"segment", "create", "--leases", "many"}));
   Segment bad;
-  expect_failure(bad({"segment", "create", "--leases", "0"}), "");
+  expect_usage_error(bad({"segment", "create", "--leases", "0"}));
+  expect_failure(bad({"status"}), "does not exist");
 }
 
 BOOST_AUTO_TEST_CASE(lease_commands) {
@@ -313,10 +397,14 @@ BOOST_AUTO_TEST_CASE(lease_commands) {
   std::string id = lease_of_grant(grant);
   BOOST_TEST(id.size() == 16u);
   BOOST_TEST(grant.out == "lease " + id + " granted with TTL(10s)\n");
-  auto grant_json = json::parse(s({"lease", "grant", "1.5s", "-w", "json"}).out);
-  BOOST_TEST(grant_json["ttl_ms"] == 1500);
+  auto grant_json = json::parse(s({"lease", "grant", "90.5s", "-w", "json"}).out);
+  BOOST_TEST(grant_json["ttl_ms"] == 90500);
   std::string id2 = grant_json["id"];
-  BOOST_TEST(s({"lease", "grant", "500ms"}).out.find("TTL(500ms)") != std::string::npos);
+  auto short_lived = s({"lease", "grant", "500ms"});
+  BOOST_TEST(short_lived.out.find("TTL(500ms)") != std::string::npos);
+  // Gone before the listing below, which a slow machine (a sanitizer build)
+  // may reach after 500 ms.
+  BOOST_REQUIRE(s({"lease", "revoke", lease_of_grant(short_lived)}).status == 0);
   BOOST_TEST(s({"lease", "grant", "2m"}).out.find("TTL(120s)") != std::string::npos);
   BOOST_TEST(s({"lease", "grant", "1h"}).out.find("TTL(3600s)") != std::string::npos);
 
@@ -337,12 +425,12 @@ BOOST_AUTO_TEST_CASE(lease_commands) {
   BOOST_TEST(s({"lease", "timetolive", short_id}).status == 0);
 
   auto list = s({"lease", "list"});
-  BOOST_TEST(lines_of(list.out).size() == 5u);
+  BOOST_TEST(lines_of(list.out).size() == 4u);
   auto list_json = json::parse(s({"lease", "list", "-w", "json"}).out);
-  BOOST_TEST(list_json["leases"].size() == 5u);
+  BOOST_TEST(list_json["leases"].size() == 4u);
   BOOST_TEST(list_json["leases"][0].contains("granted_ttl_ms"));
   auto list_table = lines_of(s({"lease", "list", "-w", "table"}).out);
-  BOOST_TEST(list_table.size() == 6u);
+  BOOST_TEST(list_table.size() == 5u);
   BOOST_TEST(list_table[0].find("ID") == 0u);
 
   auto once = s({"lease", "keep-alive", id, "--once"});
@@ -351,10 +439,12 @@ BOOST_AUTO_TEST_CASE(lease_commands) {
   auto once_json = json::parse(s({"lease", "keep-alive", id, "--once", "-w", "json"}).out);
   BOOST_TEST(once_json["ttl_ms"] == 10000);
 
-  // Renewing until SIGTERM: exit 0.
+  // Renewing until SIGTERM: exit 0. A lease granted just now, so that a slow
+  // machine cannot let it expire before the first renewal.
+  id2 = lease_of_grant(s({"lease", "grant", "3s"}));
   {
     Process keep(s.with({"lease", "keep-alive", id2, "-w", "json"}));
-    BOOST_REQUIRE(keep.wait_lines(2, 5s));  // 1.5 s TTL: every 500 ms
+    BOOST_REQUIRE(keep.wait_lines(2, 5s));  // 3 s TTL: every second
     ::kill(keep.pid(), SIGTERM);
     auto done = keep.finish();
     BOOST_TEST(done.status == 0);
@@ -418,7 +508,7 @@ BOOST_AUTO_TEST_CASE(put_get_del) {
   // Bytes: raw in simple output; base64 in JSON when not UTF-8.
   std::string binary = "\xff\xfe\x01";
   BOOST_REQUIRE(s({"put", "bin", binary}).status == 0);
-  BOOST_TEST(s({"get", "bin"}).out == "bin\n" + binary + "\n");
+  BOOST_TEST(s({"get", "bin"}).out == "bin\n\\xff\\xfe\\x01\n");  // escaped: see below
   auto bin = json::parse(s({"get", "bin", "-w", "json"}).out);
   BOOST_TEST(bin["kvs"][0]["value_base64"] == "//4B");
   BOOST_TEST(!bin["kvs"][0].contains("value"));
@@ -445,7 +535,8 @@ BOOST_AUTO_TEST_CASE(watch_prints_events) {
   {
     // From the next revision on, whenever the watch gets going.
     int next = json::parse(s({"status", "-w", "json"}).out)["revision"].get<int>() + 1;
-    Process watch(s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
+    Process watch(
+        s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
     BOOST_REQUIRE(s({"put", "w/b", "2", "--lease", lease}).status == 0);
     BOOST_REQUIRE(s({"del", "w/a"}).status == 0);
     BOOST_REQUIRE(s({"lease", "revoke", lease}).status == 0);
@@ -480,10 +571,9 @@ BOOST_AUTO_TEST_CASE(lock_gives_mutual_exclusion) {
   char dir_template[] = "/tmp/zaris-cli-lock-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   // mkdir is atomic: a second one inside fails and records the overlap.
-  std::string script =
-      "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir + "/overlaps; " +
-      "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir + "/tokens; sleep 0.02; " +
-      "rmdir " + dir + "/inside; exit 3";
+  std::string script = "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir +
+                       "/overlaps; " + "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir +
+                       "/tokens; sleep 0.02; " + "rmdir " + dir + "/inside; exit 3";
   std::vector<std::unique_ptr<Process>> runs;
   for (int i = 0; i < 10; ++i)
     runs.push_back(std::make_unique<Process>(s.with({"lock", "job", "--", "sh", "-c", script})));
@@ -541,29 +631,105 @@ BOOST_AUTO_TEST_CASE(lock_hold_timeout_and_release) {
   BOOST_TEST(s({"get", "res/", "--prefix"}).out.empty());
 }
 
-// The command never runs without the lock: if zarisctl is killed, so is it.
-BOOST_AUTO_TEST_CASE(lock_command_dies_with_zarisctl) {
+// The command never runs without the lock: if zarisctl is killed, so is
+// everything in the command's process group, a background child too.
+BOOST_AUTO_TEST_CASE(lock_command_group_dies_with_zarisctl) {
   Segment s;
-  char dir_template[] = "/tmp/zaris-cli-pdeath-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
-  Process lock(s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
-  pid_t command = 0;
-  auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (command == 0 && std::chrono::steady_clock::now() < give_up) {
-    std::ifstream in(dir + "/pid");
-    in >> command;
-    std::this_thread::sleep_for(10ms);
-  }
+  TempDir dir;
+  Process lock(
+      s.with({"lock", "job", "--", "sh", "-c",
+              "sleep 60 & echo $! > " + dir / "sleep" + "; echo $$ > " + dir / "pid" + "; wait"}));
+  pid_t command = static_cast<pid_t>(read_number_when_written(dir / "pid"));
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep"));
   BOOST_REQUIRE(command > 0);
+  BOOST_REQUIRE(background > 0);
   ::kill(lock.pid(), SIGKILL);
   lock.finish();
-  bool gone = false;
-  for (int i = 0; i < 500 && !gone; ++i) {
-    gone = ::kill(command, 0) != 0;
-    std::this_thread::sleep_for(10ms);
-  }
-  BOOST_TEST(gone, "the command outlived zarisctl");
-  std::filesystem::remove_all(dir);
+  BOOST_TEST(process_gone_within(command), "the command outlived zarisctl");
+  BOOST_TEST(process_gone_within(background), "the command's background child outlived zarisctl");
+  // And the next holder gets the lock.
+  BOOST_TEST(s({"lock", "job", "--timeout", "20s", "--", "true"}).status == 0);
+}
+
+// A lock revoked behind the holder's back: the command's group gets SIGTERM
+// at once, and zarisctl exits 1 saying so.
+BOOST_AUTO_TEST_CASE(lock_command_gets_sigterm_when_the_lock_is_lost) {
+  Segment s;
+  TempDir dir;
+  // The command's TERM trap writes to a FIFO that we hold open: the write
+  // tells us the moment it ran.
+  std::string fifo = dir / "term";
+  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  int term = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  BOOST_REQUIRE(term >= 0);
+  Process lock(s.with({"lock", "job", "--ttl", "10s", "--", "sh", "-c",
+                       "trap 'echo term > " + fifo + "; exit 0' TERM; sleep 60 & echo $! > " +
+                           dir / "sleep" + "; echo $$ > " + dir / "pid" + "; wait"}));
+  BOOST_REQUIRE(read_number_when_written(dir / "pid") > 0);
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep"));
+  zaris::LeaseId lease = lock_lease(s.name, "job");
+  auto revoked = std::chrono::steady_clock::now();
+  revoke(s.name, lease);
+  pollfd ready{term, POLLIN, 0};
+  BOOST_TEST(::poll(&ready, 1, 30000) == 1, "the command got no SIGTERM");
+  auto termed = std::chrono::steady_clock::now();
+  ::close(term);
+  std::cout << "lock command: SIGTERM "
+            << std::chrono::duration_cast<std::chrono::microseconds>(termed - revoked).count()
+            << " us after the revoke" << std::endl;
+  expect_failure(lock.finish(), "lock job was lost while the command ran");
+  // zarisctl exits only once the group is gone.
+  BOOST_TEST(process_gone(background));
+  BOOST_TEST(s({"get", "job/", "--prefix"}).out.empty());
+}
+
+// The loss comes as the command ends by itself (it takes the SIGTERM as a
+// reason to exit 0): whether the loss or the failed unlock tells it,
+// zarisctl must not report success.
+BOOST_AUTO_TEST_CASE(lock_reports_a_loss_as_the_command_ends) {
+  Segment s;
+  TempDir dir;
+  Process lock(s.with({"lock", "job", "--ttl", "10s", "--", "sh", "-c",
+                       "trap 'exit 0' TERM; echo $$ > " + dir / "pid" + "; while [ ! -e " +
+                           dir / "go" + " ]; do sleep 0.01; done; exit 0"}));
+  BOOST_REQUIRE(read_number_when_written(dir / "pid") > 0);
+  revoke(s.name, lock_lease(s.name, "job"));
+  std::ofstream(dir / "go") << "go\n";
+  auto done = lock.finish();
+  BOOST_TEST(done.status == 1, "stderr: " << done.err);
+  BOOST_TEST(done.err.find("zarisctl: lock job was ") != std::string::npos, "stderr: " << done.err);
+}
+
+// The lock ends with the command: what it left running in its group is
+// ended before zarisctl releases the lock and exits.
+BOOST_AUTO_TEST_CASE(lock_ends_what_the_command_left_in_its_group) {
+  Segment s;
+  TempDir dir;
+  auto done = s({"lock", "job", "--", "sh", "-c", "sleep 60 & echo $! > " + dir / "sleep"});
+  BOOST_TEST(done.status == 0, "stderr: " << done.err);
+  pid_t background = static_cast<pid_t>(read_number_when_written(dir / "sleep", 1s));
+  BOOST_REQUIRE(background > 0);
+  BOOST_TEST(process_gone(background), "the background child outlived the lock");
+}
+
+// A group that ignores SIGTERM gets SIGKILL --kill-after later, not before.
+BOOST_AUTO_TEST_CASE(lock_kills_a_group_deaf_to_sigterm_after_kill_after) {
+  Segment s;
+  TempDir dir;
+  Process lock(
+      s.with({"lock", "job", "--kill-after", "1s", "--", "sh", "-c",
+              "trap '' TERM; echo $$ > " + dir / "pid" + "; while :; do sleep 0.05; done"}));
+  pid_t command = static_cast<pid_t>(read_number_when_written(dir / "pid"));
+  BOOST_REQUIRE(command > 0);
+  zaris::LeaseId lease = lock_lease(s.name, "job");
+  auto revoked = std::chrono::steady_clock::now();
+  revoke(s.name, lease);
+  auto done = lock.finish();
+  auto took = std::chrono::steady_clock::now() - revoked;
+  expect_failure(done, "lock job was lost while the command ran");
+  BOOST_TEST(took >= 1s, "SIGKILL before --kill-after");
+  BOOST_TEST(process_gone(command));
+  expect_usage_error(s({"lock", "job", "--kill-after", "soon", "--", "true"}));
 }
 
 // With a janitor running, a holder killed with SIGKILL lets the next one in
@@ -589,8 +755,9 @@ BOOST_AUTO_TEST_CASE(killed_holder_releases_at_once_with_a_janitor) {
   auto done = next.finish(20s);
   auto took = std::chrono::steady_clock::now() - killed;
   BOOST_TEST(done.status == 0);
-  BOOST_TEST(took < 3s, "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                << " ms; the TTL is 10 s");
+  BOOST_TEST(took < 3s,
+             "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms; the TTL is 10 s");
   ::kill(janitor.pid(), SIGTERM);
   auto stopped = janitor.finish();
   BOOST_TEST(stopped.status == 0);
@@ -629,8 +796,8 @@ BOOST_AUTO_TEST_CASE(elect_and_listen) {
 // never a signal, nothing changed.
 BOOST_AUTO_TEST_CASE(bad_input_classes) {
   Segment s;
-  BOOST_REQUIRE(s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"})
-                    .status == 0);
+  BOOST_REQUIRE(
+      s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"}).status == 0);
   auto before = json::parse(s({"status", "-w", "json"}).out)["revision"];
   // Malformed durations and ids: usage errors.
   for (auto bad : {"abc", "1.5x", "-1", "", "1..5", "ms", "10 s"})
@@ -764,6 +931,180 @@ BOOST_AUTO_TEST_CASE(segment_by_path_and_environment) {
   BOOST_TEST(run({"get", "k"}).out == "k\nv\n");
   ::unsetenv("ZARIS_SEGMENT");
   std::filesystem::remove_all(dir);
+}
+
+// --force removes a segment that cannot be opened: it never attaches.
+BOOST_AUTO_TEST_CASE(segment_destroy_force_removes_broken_segments) {
+  auto overwrite = [](const std::string& name, std::streamoff offset, const std::string& bytes) {
+    std::fstream f("/dev/shm/" + name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offset);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    BOOST_REQUIRE(f.good());
+  };
+  auto exists = [](const std::string& name) {
+    struct stat st {};
+    return ::stat(("/dev/shm/" + name).c_str(), &st) == 0;
+  };
+  // Never initialised: an empty object.
+  Segment empty;
+  int fd = ::open(("/dev/shm/" + empty.name).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  BOOST_REQUIRE(fd >= 0);
+  ::close(fd);
+  // From an earlier boot: another boot id (Header::boot_id, 16 bytes at 64).
+  Segment stale;
+  BOOST_REQUIRE(stale({"segment", "create"}).status == 0);
+  overwrite(stale.name, 64, std::string(16, '\x42'));
+  // A lock that cannot be recovered: its mutex word (Control::mutex, right
+  // after the 192-byte header) names a holder that never lets go, init.
+  Segment wedged;
+  BOOST_REQUIRE(wedged({"put", "k", "v"}).status == 0);
+  overwrite(wedged.name, 192, std::string("\x01\x00\x00\x00", 4));
+  // Not a zaris segment at all.
+  Segment alien;
+  BOOST_REQUIRE(alien({"put", "k", "v"}).status == 0);
+  overwrite(alien.name, 0, "NOTZARIS");
+  for (const Segment* broken : {&empty, &stale, &wedged, &alien}) {
+    // Without --force it needs to open it, and says what to do.
+    expect_failure((*broken)({"segment", "destroy"}), "--force removes it without opening it");
+    BOOST_REQUIRE(exists(broken->name));
+    auto destroyed = (*broken)({"segment", "destroy", "--force"});
+    BOOST_TEST(destroyed.status == 0, broken->name << ": " << destroyed.err);
+    BOOST_TEST(!exists(broken->name));
+  }
+  expect_failure(empty({"segment", "destroy", "--force"}), "does not exist");
+  BOOST_TEST(empty({"segment", "destroy"}).err.find("--force removes it") == std::string::npos);
+}
+
+// Counts are decimal and in range: no octal, no hex, no wrap-around of a
+// negative number; a capacity out of range is a usage error and creates
+// nothing.
+BOOST_AUTO_TEST_CASE(numbers_are_decimal_and_in_range) {
+  Segment s;
+  BOOST_REQUIRE(s({"segment", "create", "--leases", "010", "--keys", "020"}).status == 0);
+  auto j = json::parse(s({"status", "-w", "json"}).out);
+  BOOST_TEST(j["leases"]["capacity"] == 10);
+  BOOST_TEST(j["keys"]["capacity"] == 20);
+  // --rev 010 is revision 10, not 8.
+  for (int i = 0; i < 12; ++i) BOOST_REQUIRE(s({"put", "k", std::to_string(i)}).status == 0);
+  auto from = s({"watch", "k", "--rev", "010", "--count", "1", "-w", "json"});
+  BOOST_REQUIRE(from.status == 0);
+  BOOST_TEST(json::parse(from.out)["revision"] == 10);
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"watch", "k", "--rev", "-1", "--count", "1"},
+           {"watch", "k", "--count", "-1"},
+           {"watch", "k", "--count", "0x1"},
+           {"watch", "k", "--rev", "99999999999999999999", "--count", "1"}})
+    expect_usage_error(s(args));
+
+  // Each capacity's range, as SegmentOptions documents it and the library checks it.
+  struct Bound {
+    const char* flag;
+    std::uint32_t zaris::SegmentOptions::*field;
+    std::uint64_t min, max;
+  };
+  for (const Bound& b :
+       {Bound{"--leases", &zaris::SegmentOptions::max_leases, 1, 16777216},
+        Bound{"--keys", &zaris::SegmentOptions::max_keys, 1, 16777216},
+        Bound{"--max-key-bytes", &zaris::SegmentOptions::max_key_bytes, 1, 4096},
+        Bound{"--max-value-bytes", &zaris::SegmentOptions::max_value_bytes, 0, 1048576}}) {
+    zaris::SegmentOptions probe;
+    probe.*b.field = static_cast<std::uint32_t>(b.max);
+    BOOST_TEST(zaris::segment_size(probe) != 0u, b.flag);
+    probe.*b.field = static_cast<std::uint32_t>(b.max + 1);
+    BOOST_TEST(zaris::segment_size(probe) == 0u, b.flag);
+    Segment out_of_range;
+    for (auto bad : {std::to_string(b.max + 1), std::string("-1"), std::string("0x10"),
+                     std::string("99999999999999999999"), std::string("")})
+      expect_usage_error(out_of_range({"segment", "create", b.flag, bad}));
+    if (b.min > 0)
+      expect_usage_error(out_of_range({"segment", "create", b.flag, std::to_string(b.min - 1)}));
+    expect_failure(out_of_range({"status"}), "does not exist");
+  }
+  Segment edges;
+  BOOST_TEST(edges({"segment", "create", "--leases", "1", "--keys", "1", "--max-key-bytes", "4096",
+                    "--max-value-bytes", "1048576"})
+                 .status == 0);
+  Segment zero;
+  BOOST_TEST(zero({"segment", "create", "--max-value-bytes", "0"}).status == 0);
+}
+
+// A segment name or path that is not UTF-8 goes base64 in JSON, like keys;
+// nothing fails after the segment is created or the lock taken.
+BOOST_AUTO_TEST_CASE(non_utf8_segment_names_are_base64_in_json) {
+  Segment s;
+  s.name += "-\xff";
+  auto created = s({"-w", "json", "segment", "create"});
+  BOOST_TEST(created.status == 0, "stderr: " << created.err);
+  auto j = json::parse(created.out);
+  BOOST_TEST(j["segment_base64"] == base64_of("/dev/shm/" + s.name));
+  BOOST_TEST(!j.contains("segment"));
+  auto status = json::parse(s({"-w", "json", "status"}).out);
+  BOOST_TEST(status["segment_base64"] == base64_of("/dev/shm/" + s.name));
+  BOOST_TEST(s({"status"})
+                 .out.find("segment /dev/shm/" + s.name.substr(0, s.name.size() - 1) +
+                           "\\xff (layout") == 0u);
+  // A lock name that is not UTF-8 either.
+  Process holder(s.with({"-w", "json", "lock", "\xfe"}));
+  BOOST_REQUIRE(holder.wait_lines(1));
+  auto held = json::parse(lines_of(holder.out())[0]);
+  BOOST_TEST(held["key_base64"] == base64_of("\xfe/" + lock_lease(s.name, "\xfe").to_string()));
+  ::kill(holder.pid(), SIGTERM);
+  BOOST_TEST(holder.finish().status == 0);
+  // A path.
+  TempDir dir;
+  std::string path = dir / "seg\xff";
+  auto by_path = run({"-s", path, "-w", "json", "segment", "create"});
+  BOOST_TEST(by_path.status == 0, "stderr: " << by_path.err);
+  BOOST_TEST(json::parse(by_path.out)["segment_base64"] == base64_of(path));
+}
+
+// Simple and table output cannot carry terminal escapes: control characters,
+// bytes that are not UTF-8 and the backslash are written as \xNN and \\.
+BOOST_AUTO_TEST_CASE(control_characters_are_escaped_in_simple_and_table_output) {
+  Segment s;
+  const std::string key = "esc\x1b[2J";
+  const std::string value = "bell\x07\ttab\\ caf\xc3\xa9 csi\xc2\x9b";
+  const std::string shown_key = "esc\\x1b[2J";
+  const std::string shown_value = "bell\\x07\\x09tab\\\\ caf\xc3\xa9 csi\\xc2\\x9b";
+  auto lease = lease_of_grant(s({"lease", "grant", "60"}));
+  BOOST_REQUIRE(s({"put", key, value, "--lease", lease}).status == 0);
+  BOOST_TEST(s({"get", key}).out == shown_key + "\n" + shown_value + "\n");
+  auto table = lines_of(s({"get", "esc", "--prefix", "-w", "table"}).out);
+  BOOST_REQUIRE(table.size() == 2u);
+  BOOST_TEST(table[1].find(shown_key + "  " + shown_value + "  ") == 0u, table[1]);
+  BOOST_TEST(s({"watch", "esc", "--prefix", "--rev", "1", "--count", "1"}).out ==
+             "PUT " + shown_key + " " + shown_value + "\n");
+  BOOST_TEST(
+      s({"lease", "timetolive", lease, "--keys"}).out.find("attached keys([" + shown_key + "])") !=
+      std::string::npos);
+  // Messages too.
+  expect_failure(s({"put", key, "v", "--if-absent"}), "key " + shown_key + " already exists");
+  // JSON keeps the bytes.
+  auto j = json::parse(s({"get", key, "-w", "json"}).out);
+  BOOST_TEST(j["kvs"][0]["key"] == key);
+  BOOST_TEST(j["kvs"][0]["value"] == value);
+}
+
+// Durations are exact, and one too long for any clock saturates.
+BOOST_AUTO_TEST_CASE(durations_are_exact_and_saturate) {
+  Segment s;
+  auto grant = json::parse(s({"lease", "grant", "8.2", "-w", "json"}).out);
+  BOOST_TEST(grant["ttl_ms"] == 8200);
+  BOOST_TEST(s({"lease", "grant", "16.4"}).out.find("TTL(16400ms)") != std::string::npos);
+  BOOST_TEST(s({"lease", "grant", "0.001"}).out.find("TTL(1ms)") != std::string::npos);
+  auto forever = s({"lock", "job", "--timeout", "99999999999999999999999h", "--kill-after",
+                    "99999999999999999999.5h", "--", "true"});
+  BOOST_TEST(forever.status == 0, "stderr: " << forever.err);
+  expect_failure(s({"lock", "job", "--ttl", "99999999999999999999999h", "--", "true"}),
+                 "TTL must be between");
+}
+
+// --trust-other-writers is a global flag, accepted anywhere.
+BOOST_AUTO_TEST_CASE(trust_other_writers_is_a_global_flag) {
+  Segment s;
+  BOOST_TEST(s({"--trust-other-writers", "put", "k", "v"}).status == 0);
+  BOOST_TEST(s({"get", "k", "--trust-other-writers"}).out == "k\nv\n");
+  BOOST_TEST(run({"--help"}).out.find("--trust-other-writers") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
