@@ -1277,7 +1277,7 @@ Result<std::uint32_t> Engine::register_locked() {
     // Takes the liveness mutex of a slot; false if it cannot be taken (held by
     // a peer that broke the rules, or unrecoverable): that slot is skipped.
     auto take = [&](ProcessSlot& p) {
-      int rc = pthread_mutex_trylock(&p.alive);
+      int rc = segment::try_lock_robust(p.alive);
       if (rc == EOWNERDEAD) {
         pthread_mutex_consistent(&p.alive);
         rc = 0;
@@ -1331,7 +1331,7 @@ Result<std::uint32_t> Engine::register_locked() {
       tx.set(p.flags, 0u);
       if (!reclaimed) tx.set(st.process_count, st.process_count + 1);
     } catch (...) {
-      pthread_mutex_unlock(&p.alive);  // rolled back: the slot stays as it was
+      (void)segment::unlock_robust(p.alive);  // rolled back: the slot stays as it was
       throw;
     }
     wake_janitor_now(channels_->registry);
@@ -1343,7 +1343,7 @@ void Engine::deregister_locked() {
   (void)locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
-      pthread_mutex_unlock(&p.alive);
+      (void)segment::unlock_robust(p.alive);
       return {};
     }
     StoreState& st = store_.state();
@@ -1367,7 +1367,7 @@ void Engine::deregister_locked() {
     tx.commit();
     // After the commit: a death before it leaves a dead registration; after
     // it, a free slot whose mutex the next claimer finds OWNER_DIED.
-    pthread_mutex_unlock(&p.alive);
+    (void)segment::unlock_robust(p.alive);
     wake_janitor_now(channels_->registry);
     return {};
   });
