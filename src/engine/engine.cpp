@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "segment/deadline.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
 #include "segment/robust_mutex.hpp"
@@ -130,7 +131,7 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       channels_(reinterpret_cast<segment::Channels*>(mapping_->base() + layout_.channels_offset)),
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
-      lock_timeout_(options.lock_timeout) {
+      lock_timeout_(segment::to_nanoseconds(options.lock_timeout)) {
   static std::once_flag handlers;
   std::call_once(handlers, [] {
     // The pid cache's own handler first, now: registered lazily, it could be
@@ -358,8 +359,9 @@ std::int64_t Engine::liveness_deadline() const {
 std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
   // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
   // same distance ahead on it.
-  std::int64_t ahead = fake_deadline - fake_now;
-  return real_now() + (ahead < 0 ? 0 : ahead);
+  // fake_now >= 0, so the difference cannot overflow once the deadline is ahead.
+  const std::int64_t ahead = fake_deadline > fake_now ? fake_deadline - fake_now : 0;
+  return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
 }
 
 namespace {
@@ -408,10 +410,6 @@ bool spin_until_changed(const segment::FutexWord* words, std::size_t n) {
   }
 }
 
-std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
-  return b > kNever - a ? kNever : a + b;
-}
-
 }  // namespace
 
 Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
@@ -426,8 +424,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
   for (std::size_t i = 0; i < count; ++i)
     if (auto bad = check_key(keys[i].key, layout_); !bad) return std::move(bad).error();
-  const std::int64_t give_up =
-      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   // Each key's channel (the same channel once), and the liveness word of each
   // bound lease's owner: a death wakes us too.
   segment::Channel* channels[kMaxWatched];
@@ -526,8 +523,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
                                                EventCursor& cursor, std::size_t max,
                                                std::chrono::nanoseconds timeout) {
   if (max == 0) return Error{Errc::invalid_argument, "asked for at most 0 events"};
-  const std::int64_t give_up =
-      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   using Out = std::vector<Event>;
   struct Batch {
     Out events;

@@ -18,4 +18,14 @@ constexpr std::int64_t deadline_after(std::int64_t now_ns,
   return wait > kNoDeadline - now_ns ? kNoDeadline : now_ns + wait;
 }
 
+// A timeout given in milliseconds, in nanoseconds: milliseconds::max() (or
+// anything past nanoseconds::max()) becomes nanoseconds::max(), not an overflow.
+constexpr std::chrono::nanoseconds to_nanoseconds(std::chrono::milliseconds timeout) noexcept {
+  constexpr auto most =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::nanoseconds::max());
+  if (timeout > most) return std::chrono::nanoseconds::max();
+  if (timeout < -most) return std::chrono::nanoseconds::min();
+  return timeout;
+}
+
 }  // namespace zaris::segment
