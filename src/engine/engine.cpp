@@ -18,6 +18,7 @@
 #include "segment/deadline.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
+#include "segment/read_once.hpp"
 #include "segment/robust_mutex.hpp"
 
 namespace zaris::engine {
@@ -573,13 +574,14 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       // Bounded work under the lock: a narrow watcher far behind comes back.
       const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
       for (; i < scan_end && out.events.size() < max; ++i) {
-        const segment::EventSlotHeader& e = event_slot(i);
+        const segment::EventSlotHeader& slot = event_slot(i);
+        const segment::EventSlotHeader e = segment::read_once(slot);
         if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
             e.value_len > layout_.caps.max_value_bytes ||
             (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
             e.reason > segment::kReasonOwnerDied)
           abort_corrupt("event " + std::to_string(i));
-        const char* data = reinterpret_cast<const char*>(&e + 1);
+        const char* data = reinterpret_cast<const char*>(&slot + 1);
         std::string_view name(data, e.key_len);
         cursor.next_revision = e.revision;
         if (e.revision < cursor.skip_below) continue;
@@ -696,9 +698,10 @@ std::uint32_t Engine::reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leas
 
 bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget) {
   segment::JournalHeader& j = store_.journal();
-  if (j.intent_key_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
+  const std::uint32_t prefix_len = segment::read_once(j.intent_key_len);
+  if (prefix_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
   std::string prefix(reinterpret_cast<const char*>(mapping_->base() + layout_.intent_key_offset),
-                     j.intent_key_len);
+                     prefix_len);
   std::uint32_t victims[kKeysPerTx];
   budget = std::min(budget, kKeysPerTx);
   std::uint32_t found = 0;
