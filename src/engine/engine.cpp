@@ -385,8 +385,6 @@ class Sleeper {
   segment::Channel& channel_;
 };
 
-constexpr std::int64_t kNever = Engine::kNever;
-
 // How long a waiter spins on its words before it sleeps: about one hand-off
 // of a lock between processes. Only with another CPU to make the change.
 constexpr std::int64_t kSpinNs = 20'000;
