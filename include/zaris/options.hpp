@@ -29,6 +29,8 @@ struct SegmentOptions {
 struct ClientOptions {
   // How long a call waits for the segment lock before failing with Errc::busy.
   // Bounds the damage a stopped (SIGSTOP) or wedged holder can do.
+  // milliseconds::max() waits as long as it takes (every timeout of the
+  // library saturates: none is too large).
   std::chrono::milliseconds lock_timeout{1000};
   // The time source; null means CLOCK_MONOTONIC. Every client of one segment
   // must use the same time line.

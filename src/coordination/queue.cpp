@@ -1,6 +1,7 @@
 #include "coordination/queue.hpp"
 
 #include "api/client_impl.hpp"
+#include "segment/deadline.hpp"
 
 namespace zaris::coordination {
 
@@ -123,10 +124,10 @@ bool is_contender_key(std::string_view name, std::string_view key) {
 }
 
 std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
-  auto now = std::chrono::steady_clock::now();
-  if (timeout > std::chrono::steady_clock::time_point::max() - now)
-    return std::chrono::steady_clock::time_point::max();
-  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
+  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(segment::deadline_after(now, timeout)));
 }
 
 }  // namespace zaris::coordination

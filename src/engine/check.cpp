@@ -23,7 +23,9 @@ std::vector<std::string> Engine::check_locked() const {
   if (journal.intent_kind != segment::kIntentNone) fail("an intent is left unfinished");
   if (st.lease_high_water > caps.max_leases) fail("lease high-water mark beyond capacity");
   if (st.key_high_water > caps.max_keys) fail("key high-water mark beyond capacity");
-  if (st.skip_level < 1 || st.skip_level > kSkipLevels) fail("skip-list height out of range");
+  // Read once: the loops below index arrays with them.
+  const std::uint32_t skip_level = segment::read_once(st.skip_level);
+  if (skip_level < 1 || skip_level > kSkipLevels) fail("skip-list height out of range");
   if (!bad.empty()) return bad;
   const std::uint32_t lease_hw = st.lease_high_water;
   const std::uint32_t key_hw = st.key_high_water;
@@ -254,10 +256,11 @@ std::vector<std::string> Engine::check_locked() const {
     std::uint32_t nodes_at_level[kSkipLevels] = {};
     for (std::uint32_t s = 0; s < key_hw; ++s) {
       const KeySlotHeader& k = store_.key(s);
-      if (key_seen[s] == 1 && k.level >= 1 && k.level <= kSkipLevels)
-        for (std::uint32_t l = 0; l < k.level; ++l) ++nodes_at_level[l];
+      const std::uint32_t node_level = segment::read_once(k.level);
+      if (key_seen[s] == 1 && node_level >= 1 && node_level <= kSkipLevels)
+        for (std::uint32_t l = 0; l < node_level; ++l) ++nodes_at_level[l];
     }
-    for (std::uint32_t level = 0; level < st.skip_level; ++level) {
+    for (std::uint32_t level = 0; level < skip_level; ++level) {
       std::uint32_t count = 0;
       std::string previous;
       bool first = true;
@@ -282,7 +285,7 @@ std::vector<std::string> Engine::check_locked() const {
         fail("skip list level " + n(level) + " links " + n(count) + " nodes, not " +
              n(nodes_at_level[level]));
     }
-    for (std::uint32_t level = st.skip_level; level < kSkipLevels; ++level) {
+    for (std::uint32_t level = skip_level; level < kSkipLevels; ++level) {
       if (st.skip_head[level] != kNone) fail("skip list head above its height");
       if (nodes_at_level[level] != 0) fail("key nodes taller than the skip list");
     }

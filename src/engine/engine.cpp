@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "segment/deadline.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
+#include "segment/read_once.hpp"
 #include "segment/robust_mutex.hpp"
 
 namespace zaris::engine {
@@ -130,7 +132,7 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       channels_(reinterpret_cast<segment::Channels*>(mapping_->base() + layout_.channels_offset)),
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
-      lock_timeout_(options.lock_timeout) {
+      lock_timeout_(segment::to_nanoseconds(options.lock_timeout)) {
   static std::once_flag handlers;
   std::call_once(handlers, [] {
     // The pid cache's own handler first, now: registered lazily, it could be
@@ -366,8 +368,9 @@ std::int64_t Engine::liveness_deadline() const {
 std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
   // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
   // same distance ahead on it.
-  std::int64_t ahead = fake_deadline - fake_now;
-  return real_now() + (ahead < 0 ? 0 : ahead);
+  // fake_now >= 0, so the difference cannot overflow once the deadline is ahead.
+  const std::int64_t ahead = fake_deadline > fake_now ? fake_deadline - fake_now : 0;
+  return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
 }
 
 namespace {
@@ -389,8 +392,6 @@ class Sleeper {
  private:
   segment::Channel& channel_;
 };
-
-constexpr std::int64_t kNever = Engine::kNever;
 
 // How long a waiter spins on its words before it sleeps: about one hand-off
 // of a lock between processes. Only with another CPU to make the change.
@@ -416,10 +417,6 @@ bool spin_until_changed(const segment::FutexWord* words, std::size_t n) {
   }
 }
 
-std::int64_t add_saturating(std::int64_t a, std::int64_t b) {
-  return b > kNever - a ? kNever : a + b;
-}
-
 }  // namespace
 
 Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
@@ -434,8 +431,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
   for (std::size_t i = 0; i < count; ++i)
     if (auto bad = check_key(keys[i].key, layout_); !bad) return std::move(bad).error();
-  const std::int64_t give_up =
-      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   // Each key's channel (the same channel once), and the liveness word of each
   // bound lease's owner: a death wakes us too.
   segment::Channel* channels[kMaxWatched];
@@ -534,8 +530,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
                                                EventCursor& cursor, std::size_t max,
                                                std::chrono::nanoseconds timeout) {
   if (max == 0) return Error{Errc::invalid_argument, "asked for at most 0 events"};
-  const std::int64_t give_up =
-      add_saturating(real_now(), std::max<std::int64_t>(timeout.count(), 0));
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   using Out = std::vector<Event>;
   struct Batch {
     Out events;
@@ -585,13 +580,14 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       // Bounded work under the lock: a narrow watcher far behind comes back.
       const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
       for (; i < scan_end && out.events.size() < max; ++i) {
-        const segment::EventSlotHeader& e = event_slot(i);
+        const segment::EventSlotHeader& slot = event_slot(i);
+        const segment::EventSlotHeader e = segment::read_once(slot);
         if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
             e.value_len > layout_.caps.max_value_bytes ||
             (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
             e.reason > segment::kReasonOwnerDied)
           abort_corrupt("event " + std::to_string(i));
-        const char* data = reinterpret_cast<const char*>(&e + 1);
+        const char* data = reinterpret_cast<const char*>(&slot + 1);
         std::string_view name(data, e.key_len);
         cursor.next_revision = e.revision;
         if (e.revision < cursor.skip_below) continue;
@@ -708,9 +704,10 @@ std::uint32_t Engine::reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leas
 
 bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget) {
   segment::JournalHeader& j = store_.journal();
-  if (j.intent_key_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
+  const std::uint32_t prefix_len = segment::read_once(j.intent_key_len);
+  if (prefix_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
   std::string prefix(reinterpret_cast<const char*>(mapping_->base() + layout_.intent_key_offset),
-                     j.intent_key_len);
+                     prefix_len);
   std::uint32_t victims[kKeysPerTx];
   budget = std::min(budget, kKeysPerTx);
   std::uint32_t found = 0;
@@ -1294,7 +1291,7 @@ Result<std::uint32_t> Engine::register_locked() {
     // Takes the liveness mutex of a slot; false if it cannot be taken (held by
     // a peer that broke the rules, or unrecoverable): that slot is skipped.
     auto take = [&](ProcessSlot& p) {
-      int rc = pthread_mutex_trylock(&p.alive);
+      int rc = segment::try_lock_robust(p.alive);
       if (rc == EOWNERDEAD) {
         pthread_mutex_consistent(&p.alive);
         rc = 0;
@@ -1348,7 +1345,7 @@ Result<std::uint32_t> Engine::register_locked() {
       tx.set(p.flags, 0u);
       if (!reclaimed) tx.set(st.process_count, st.process_count + 1);
     } catch (...) {
-      pthread_mutex_unlock(&p.alive);  // rolled back: the slot stays as it was
+      (void)segment::unlock_robust(p.alive);  // rolled back: the slot stays as it was
       throw;
     }
     wake_janitor_now(channels_->registry);
@@ -1360,7 +1357,7 @@ void Engine::deregister_locked() {
   (void)locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
-      pthread_mutex_unlock(&p.alive);
+      (void)segment::unlock_robust(p.alive);
       return {};
     }
     StoreState& st = store_.state();
@@ -1384,7 +1381,7 @@ void Engine::deregister_locked() {
     tx.commit();
     // After the commit: a death before it leaves a dead registration; after
     // it, a free slot whose mutex the next claimer finds OWNER_DIED.
-    pthread_mutex_unlock(&p.alive);
+    (void)segment::unlock_robust(p.alive);
     wake_janitor_now(channels_->registry);
     return {};
   });

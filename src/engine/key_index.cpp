@@ -69,8 +69,9 @@ void corrupt_value(const char* what, std::uint64_t value) {
 }
 
 std::string_view Store::value_bytes(const KeySlotHeader& k) const {
-  if (k.value_len > layout_->caps.max_value_bytes) abort_corrupt("value length");
-  return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, k.value_len};
+  const std::uint32_t len = segment::read_once(k.value_len);
+  if (len > layout_->caps.max_value_bytes) abort_corrupt("value length");
+  return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, len};
 }
 
 bool Store::key_visible(const KeySlotHeader& k, std::int64_t now) const {
@@ -114,7 +115,7 @@ std::uint32_t& Store::forward(std::uint32_t node, std::uint32_t level) const {
 
 void Store::predecessors(std::string_view key,
                          std::array<std::uint32_t, kSkipLevels>& update) const {
-  std::uint32_t levels = state_->skip_level;
+  const std::uint32_t levels = segment::read_once(state_->skip_level);
   if (levels < 1 || levels > kSkipLevels) abort_corrupt("skip-list height");
   std::uint64_t budget = std::uint64_t{layout_->caps.max_keys} * kSkipLevels + kSkipLevels;
   std::uint32_t x = kNone;
@@ -162,10 +163,11 @@ void Store::skip_remove(Tx& tx, std::uint32_t slot, std::string_view key) {
   std::array<std::uint32_t, kSkipLevels> update;
   predecessors(key, update);
   KeySlotHeader& k = this->key(slot);
-  if (k.level < 1 || k.level > kSkipLevels) abort_corrupt("skip-list node level");
+  const std::uint32_t level = segment::read_once(k.level);
+  if (level < 1 || level > kSkipLevels) abort_corrupt("skip-list node level");
   if (k.back != update[0]) abort_corrupt("skip list's back link does not match");
   if (k.forward[0] != kNone) tx.set(this->key(k.forward[0]).back, k.back);
-  for (std::uint32_t l = 0; l < k.level; ++l) {
+  for (std::uint32_t l = 0; l < level; ++l) {
     std::uint32_t& link = forward(update[l], l);
     if (link != slot) abort_corrupt("skip list does not reach a key");
     tx.set(link, k.forward[l]);

@@ -15,6 +15,7 @@
 
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
+#include "segment/read_once.hpp"
 
 namespace zaris::engine {
 
@@ -102,9 +103,10 @@ class Store {
     return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
   }
   std::string_view key_bytes(const KeySlotHeader& k) const {
-    if (k.key_len == 0 || k.key_len > layout_->caps.max_key_bytes) [[unlikely]]
-      corrupt_value("key length", k.key_len);
-    return {reinterpret_cast<const char*>(&k + 1), k.key_len};
+    const std::uint32_t len = segment::read_once(k.key_len);
+    if (len == 0 || len > layout_->caps.max_key_bytes) [[unlikely]]
+      corrupt_value("key length", len);
+    return {reinterpret_cast<const char*>(&k + 1), len};
   }
   std::string_view value_bytes(const KeySlotHeader& k) const;
   char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }

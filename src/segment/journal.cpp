@@ -74,22 +74,30 @@ Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {
     std::memcpy(&rec, records + at, sizeof rec);
     return rec;
   };
+  // A record, as read once: within the journal and its target within the segment.
+  auto in_bounds = [&](const RecordHeader& rec, std::uint64_t at) {
+    return record_bytes(rec.length) <= used - at &&
+           target_in_bounds(layout, rec.offset, rec.length);
+  };
   // Forward: every record in bounds, and each back-link naming its predecessor.
   std::uint64_t last = 0;
-  for (std::uint64_t at = 0, prev = 0; at < used;
-       prev = at, at += record_bytes(header_at(at).length)) {
+  for (std::uint64_t at = 0, prev = 0; at < used;) {
     if (used - at < sizeof(RecordHeader))
       return Error{Errc::corrupt_segment, "segment is corrupt: journal record cut short"};
     RecordHeader rec = header_at(at);
-    if (record_bytes(rec.length) > used - at || rec.prev != prev ||
-        !target_in_bounds(layout, rec.offset, rec.length))
+    if (!in_bounds(rec, at) || rec.prev != prev)
       return Error{Errc::corrupt_segment, "segment is corrupt: journal record out of bounds"};
     last = at;
+    prev = at;
+    at += record_bytes(rec.length);
   }
-  // Backward: restore the old bytes, newest first.
+  // Backward: restore the old bytes, newest first. Each header is read again
+  // here, so it is checked again: what is restored is what was checked.
   for (std::uint64_t at = last;;) {
     crash::step();
     RecordHeader rec = header_at(at);
+    if (!in_bounds(rec, at) || (at != 0 && rec.prev >= at))
+      return Error{Errc::corrupt_segment, "segment is corrupt: journal record out of bounds"};
     restore(base, rec.offset, records + at + sizeof rec, rec.length);
     if (at == 0) break;
     at = rec.prev;

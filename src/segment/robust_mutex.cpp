@@ -1,14 +1,19 @@
 #include "segment/robust_mutex.hpp"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "segment/deadline.hpp"
 #include "segment/process.hpp"
 
 namespace zaris::segment {
@@ -29,7 +34,123 @@ int init_robust_mutex(pthread_mutex_t& mutex) noexcept {
   return rc;
 }
 
+// ---------------------------------------------------------------- the robust list
+
+// glibc's robust list, as 2.36 keeps it (nptl/descr.h; ENQUEUE_MUTEX_BOTH and
+// DEQUEUE_MUTEX in nptl/pthreadP.h): a circular list of the __list fields of
+// the robust mutexes a thread holds, each link pointing at the __next field
+// of its neighbour. The thread's robust_head.list (the kernel's
+// robust_list_head, inside the thread descriptor) points at the newest; each
+// mutex's __next at the one locked before it, or back at the head; each
+// mutex's __prev at the one locked after it, or at the head. Locking
+// enqueues at the head; unlocking writes `next->__prev = m->__prev;
+// prev->__next = m->__next` through m's links, which live in the segment.
 namespace {
+
+static_assert(__PTHREAD_MUTEX_HAVE_PREV == 1, "the robust list has back links on this ABI");
+static_assert(offsetof(__pthread_list_t, __prev) == 0 &&
+              offsetof(__pthread_list_t, __next) == sizeof(void*));
+
+// A thread holds two at most (the liveness thread: its liveness mutex and the
+// segment lock); a few more for a program with several segments.
+constexpr std::uint32_t kMaxHeld = 8;
+
+// The robust mutexes of segments this thread holds, taken through this file.
+struct HeldMutexes {
+  robust_list_head* head;  // this thread's, from get_robust_list; null until asked
+  void* base;              // head->list before the oldest of `held` was taken
+  std::uint32_t count;
+  pthread_mutex_t* held[kMaxHeld];  // oldest first
+};
+thread_local constinit HeldMutexes t_held{};
+
+// glibc gives the child of fork() an empty robust list (the child holds none
+// of the parent's mutexes); the same thread descriptor, so `head` stays.
+void forget_held_in_child() noexcept {
+  t_held.count = 0;
+}
+
+// The value a link holds: the address of the __next field of an entry.
+void* entry_of(pthread_mutex_t* mutex) noexcept {
+  return &mutex->__data.__list.__next;
+}
+
+// The __pthread_list_t a link designates (its low bit marks a PI mutex).
+__pthread_list_t* node_of(void* link) noexcept {
+  auto address = reinterpret_cast<std::uintptr_t>(link) & ~std::uintptr_t{1};
+  return reinterpret_cast<__pthread_list_t*>(address - offsetof(__pthread_list_t, __next));
+}
+
+// Before a lock attempt: 0, or why it must not be made.
+int before_taking(pthread_mutex_t& mutex) noexcept {
+  static const int fork_handler = ::pthread_atfork(nullptr, nullptr, forget_held_in_child);
+  (void)fork_handler;
+  HeldMutexes& h = t_held;
+  if (h.head == nullptr) {
+    robust_list_head* head = nullptr;
+    std::size_t length = 0;
+    if (::syscall(SYS_get_robust_list, 0, &head, &length) != 0 || head == nullptr ||
+        length != sizeof(robust_list_head))
+      return ENOTSUP;
+    h.head = head;
+  }
+  for (std::uint32_t i = 0; i < h.count; ++i)
+    if (h.held[i] == &mutex) return EDEADLK;
+  if (h.count == kMaxHeld) return EAGAIN;
+  if (h.count == 0) h.base = h.head->list.next;
+  return 0;
+}
+
+int after_taking(pthread_mutex_t& mutex, int rc) noexcept {
+  if (rc == 0 || rc == EOWNERDEAD) t_held.held[t_held.count++] = &mutex;
+  return rc;
+}
+
+#if !defined(__SANITIZE_THREAD__)  // ThreadSanitizer builds poll with trylock instead
+int timed_lock_robust(pthread_mutex_t& mutex, const timespec& deadline) noexcept {
+  if (int refused = before_taking(mutex); refused != 0) return refused;
+  return after_taking(mutex, pthread_mutex_clocklock(&mutex, CLOCK_MONOTONIC, &deadline));
+}
+#endif
+
+}  // namespace
+
+int try_lock_robust(pthread_mutex_t& mutex) noexcept {
+  if (int refused = before_taking(mutex); refused != 0) return refused;
+  return after_taking(mutex, pthread_mutex_trylock(&mutex));
+}
+
+int unlock_robust(pthread_mutex_t& mutex) noexcept {
+  HeldMutexes& h = t_held;
+  std::uint32_t k = 0;
+  while (k < h.count && h.held[k] != &mutex) ++k;
+  if (k == h.count) return EPERM;  // not taken here: its links are unknown
+  // Its neighbours by lock order: the older one (or what the list held
+  // before ours) and the newer one (or the head).
+  void* older = k == 0 ? h.base : entry_of(h.held[k - 1]);
+  void* newer = k + 1 == h.count ? static_cast<void*>(h.head) : entry_of(h.held[k + 1]);
+  mutex.__data.__list.__next = static_cast<__pthread_list_t*>(older);
+  mutex.__data.__list.__prev = static_cast<__pthread_list_t*>(newer);
+  const int rc = pthread_mutex_unlock(&mutex);
+  // glibc has unlinked it through the links just written, or, its owner or
+  // kind rewritten, has not: unlink it the same way either way, so that the
+  // list never keeps a mutex this thread gave up.
+  node_of(older)->__prev = static_cast<__pthread_list_t*>(newer);
+  node_of(newer)->__next = static_cast<__pthread_list_t*>(older);
+  for (std::uint32_t i = k; i + 1 < h.count; ++i) h.held[i] = h.held[i + 1];
+  --h.count;
+  return rc;
+}
+
+// ---------------------------------------------------------------- the segment lock
+
+namespace {
+
+std::int64_t monotonic_ns() noexcept {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
 
 // Critical sections last a microsecond or so: spin up to 10 us (reading the
 // word, then trying) before sleeping in the kernel, where a sleep and a
@@ -38,25 +159,22 @@ constexpr std::int64_t kSpinNs = 10'000;
 
 int spin_trylock(pthread_mutex_t& mutex) noexcept {
   static const bool other_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
-  int rc = pthread_mutex_trylock(&mutex);
+  int rc = try_lock_robust(mutex);
   if (rc != EBUSY || !other_cpus) return rc;
   // glibc keeps the futex word first: 0 when free.
   std::atomic_ref<int> word(*reinterpret_cast<int*>(&mutex));
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const std::int64_t stop = std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec + kSpinNs;
+  const std::int64_t stop = monotonic_ns() + kSpinNs;
   for (;;) {
     for (int round = 0; round < 16; ++round) {
       if (word.load(std::memory_order_relaxed) == 0) {
-        rc = pthread_mutex_trylock(&mutex);
+        rc = try_lock_robust(mutex);
         if (rc != EBUSY) return rc;
       }
 #if defined(__x86_64__)
       __builtin_ia32_pause();
 #endif
     }
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (std::int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec >= stop) return EBUSY;
+    if (monotonic_ns() >= stop) return EBUSY;
   }
 }
 
@@ -65,14 +183,14 @@ int spin_trylock(pthread_mutex_t& mutex) noexcept {
 Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexcept {
   int rc = spin_trylock(control.mutex);
   if (rc == EBUSY) {
+    const std::int64_t give_up = deadline_after(monotonic_ns(), timeout);
 #if defined(__SANITIZE_THREAD__)
     // ThreadSanitizer intercepts neither pthread_mutex_clocklock nor, after
     // an owner's death (EOWNERDEAD), pthread_mutex_timedlock, and would miss
     // the acquisition: its builds poll with trylock, whose interceptor knows
     // both, until the bound.
-    const auto give_up = std::chrono::steady_clock::now() + timeout;
-    while ((rc = pthread_mutex_trylock(&control.mutex)) == EBUSY) {
-      if (std::chrono::steady_clock::now() >= give_up) {
+    while ((rc = try_lock_robust(control.mutex)) == EBUSY) {
+      if (monotonic_ns() >= give_up) {
         rc = ETIMEDOUT;
         break;
       }
@@ -81,11 +199,9 @@ Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexce
 #else
     // The monotonic clock: a wall-clock step cannot stretch or cut the bound.
     timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    auto ns = std::int64_t{deadline.tv_nsec} + timeout.count();
-    deadline.tv_sec += static_cast<time_t>(ns / 1'000'000'000);
-    deadline.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    rc = pthread_mutex_clocklock(&control.mutex, CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec = static_cast<time_t>(give_up / 1'000'000'000);
+    deadline.tv_nsec = static_cast<long>(give_up % 1'000'000'000);
+    rc = timed_lock_robust(control.mutex, deadline);
 #endif
   }
   switch (rc) {
@@ -117,7 +233,7 @@ void mark_consistent(Control& control) noexcept {
 
 void unlock(Control& control) noexcept {
   control.holder_pid.store(0, std::memory_order_relaxed);
-  pthread_mutex_unlock(&control.mutex);
+  (void)unlock_robust(control.mutex);
 }
 
 }  // namespace zaris::segment

@@ -1,6 +1,7 @@
 // Writes real segment images, in the fuzz input format, as the fuzzer's seed
-// corpus: empty, busy, with expired and revoked leases, after deletes, and
-// mid-operation (a writer killed with its journal full of undo records).
+// corpus: empty, busy, with expired and revoked leases, after deletes, with
+// the event ring wrapped, and mid-operation (a writer killed with its journal
+// full of undo records).
 //
 //   zaris-fuzz-seeds DIR
 #include <signal.h>
@@ -77,6 +78,16 @@ int main(int argc, char** argv) {
         populate(c, clock);
         (void)c.leases().revoke(c.leases().list()->front().id);
         for (int i = 0; i < 6; ++i) (void)c.put("k" + std::to_string(i), "v");
+      },
+      [](Client& c, zaris::ManualClock& clock) {
+        // The event ring wrapped (compacted), with DELETEs of every reason.
+        populate(c, clock);
+        for (int i = 0; i < 70; ++i) (void)c.put("w", std::to_string(i));
+        (void)c.get("x/1");  // reaps the expired lease: DELETE (expired)
+        auto revoked = c.leases().grant(10s);
+        (void)c.put("r", "gone", Put::with_lease(*revoked));
+        (void)c.leases().revoke(*revoked);  // DELETE (revoked)
+        (void)c.del("y");                   // DELETE (deleted)
       },
   };
   // The same states with a writer killed part-way through one more operation.

@@ -10,6 +10,21 @@
 
 using namespace std::chrono_literals;
 
+namespace {
+
+using Engine = zaris::engine::Engine;
+
+// What a Watcher's poll does (Watcher::read): read_events from a cursor, a
+// few events at a time, so that paging through the ring is exercised too.
+void poll_events(Engine& engine, std::string_view key, bool prefix, Engine::EventCursor& cursor) {
+  for (int page = 0; page < 8; ++page) {
+    auto events = engine.read_events(key, prefix, cursor, 3, 0ns);
+    if (!events || events->empty()) return;
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size > (1u << 20)) return 0;
   zaris::fuzz::Image image = zaris::fuzz::expand(data, size);
@@ -23,6 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   (void)engine.repair();
   (void)engine.check();
+  // Watchers of everything from the first revision, of one key, and of what
+  // comes next (positioned at the end); each resumes after the writes below.
+  Engine::EventCursor everything{0, 1, false, 0};
+  Engine::EventCursor one_key{0, 1, false, 0};
+  Engine::EventCursor next{0, ~std::uint64_t{0} >> 1, false, 0};
+  poll_events(engine, "", true, everything);
+  poll_events(engine, "x/2", false, one_key);
+  poll_events(engine, "q/", true, next);
+  (void)engine.wait_for_change("x/2", 0, 0ns);
   zaris::KeyValue kv;
   (void)engine.get("a", kv);
   (void)engine.range("", {});
@@ -49,6 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)engine.put("q/1", "again", {});
   (void)engine.del("a", false);
   (void)engine.del("", true);
+  poll_events(engine, "", true, everything);
+  poll_events(engine, "x/2", false, one_key);
+  poll_events(engine, "q/", true, next);
   (void)engine.check();
   return 0;
 }

@@ -1,6 +1,12 @@
 // Watch and wait: events with revisions and reasons, resuming, compaction,
 // and waits that wake on change or at the deadline of the lease waited on.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <thread>
+
+#include "segment/layout.hpp"
 
 #include "support.hpp"
 
@@ -147,6 +153,44 @@ BOOST_FIXTURE_TEST_CASE(wait_for_change_wakes_times_out_and_sees_expiry, Segment
   });
   BOOST_TEST(*client->wait_for_change("l", leased->revision, 10s));
   ticker.join();
+}
+
+// An event slot whose lengths another process rewrote: the watcher gets a
+// clear error, never a copy out of bounds, and the store is unchanged.
+BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_copy, SegmentFixture) {
+  using zaris::segment::EventSlotHeader;
+  zaris::segment::Layout layout;
+  BOOST_REQUIRE(zaris::segment::Layout::compute(
+      zaris::segment::to_capacities(zaris::test::small_segment()), layout));
+  int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  void* map = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  auto& first =
+      *reinterpret_cast<EventSlotHeader*>(static_cast<char*>(map) + layout.event_slots_offset);
+  zaris::WatchOptions from_start;
+  from_start.start_revision = 1;
+  BOOST_REQUIRE(client->put("k", "v").ok());
+  const std::uint64_t revision = client->info()->revision;
+  const EventSlotHeader honest = first;
+  for (auto damage : {+[](EventSlotHeader& e) { e.value_len = 0xffffffffu; },
+                      +[](EventSlotHeader& e) { e.key_len = 0xffffffffu; },
+                      +[](EventSlotHeader& e) { e.key_len = 0; }}) {
+    damage(first);
+    auto watcher = client->watch("k", from_start);
+    BOOST_REQUIRE(watcher.ok());
+    BOOST_TEST(watcher->poll().code() == Errc::corrupt_segment);
+    BOOST_TEST(watcher->wait(1h).code() == Errc::corrupt_segment);
+    BOOST_TEST(client->info()->revision == revision);
+    first = honest;
+  }
+  auto watcher = client->watch("k", from_start);
+  BOOST_REQUIRE(watcher.ok());
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  BOOST_TEST(events->size() == 1u);
+  ::munmap(map, layout.total_bytes);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
