@@ -16,6 +16,7 @@ using zaris::Errc;
 using zaris::Mutex;
 using zaris::Session;
 using zaris::SessionOptions;
+using zaris::test::eventually;
 using zaris::test::SegmentFixture;
 
 namespace {
@@ -25,16 +26,6 @@ std::unique_ptr<Session> session(zaris::Client& client, std::chrono::nanoseconds
   auto s = Session::create(client, SessionOptions{ttl, std::move(on_lost)});
   BOOST_REQUIRE(s.ok());
   return std::move(*s);
-}
-
-// Waits (really) until `predicate` holds, for at most 10 s.
-template <typename Predicate>
-bool eventually(Predicate predicate) {
-  for (int i = 0; i < 10000; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return predicate();
 }
 
 }  // namespace
@@ -170,14 +161,17 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_whose_session_ends_gives_up_at_once, SegmentFix
   Mutex held(*a, "locks/lost");
   Mutex waiting(*b, "locks/lost");
   BOOST_REQUIRE(held.lock().ok());
+  std::atomic<bool> asleep{false};
   std::thread revoker([&] {
-    std::this_thread::sleep_for(100ms);
+    // Revoked while it sleeps in its wait, however late it got there.
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid());
     (void)client->leases().revoke(b->lease());
   });
   auto started = std::chrono::steady_clock::now();
   auto locked = waiting.lock(30s);
   auto took = std::chrono::steady_clock::now() - started;
   revoker.join();
+  BOOST_TEST(asleep.load());
   BOOST_TEST(locked.code() == Errc::lease_lost);
   BOOST_TEST(took < 10s);  // long before the 30 s timeout
   BOOST_TEST(held.unlock().ok());
@@ -278,7 +272,7 @@ BOOST_AUTO_TEST_CASE(a_blocked_waiter_sleeps) {
   BOOST_REQUIRE(holder.lock().ok());
   go->store(1);
   BOOST_REQUIRE(eventually([&] { return real.get_prefix("locks/sleepy/")->kvs.size() == 2u; }));
-  std::this_thread::sleep_for(50ms);  // past its last check before sleeping
+  BOOST_REQUIRE(zaris::test::wait_until_asleep(pid));  // past its last check before sleeping
   double before = cpu_ns_of(pid);
   std::this_thread::sleep_for(1s);
   double used_ms = (cpu_ns_of(pid) - before) / 1e6;
