@@ -11,10 +11,10 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
-#include <filesystem>
-#include <iostream>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -22,18 +22,19 @@
 #include <thread>
 #include <vector>
 
-#include "zaris/zaris.hpp"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using zaris::test::eventually;
 
 namespace {
 
 const std::string kBinary = ZARISCTL_PATH;
 
 struct Outcome {
-  int status = -1;        // exit status
-  int signal = 0;         // the signal that killed it, if one did
+  int status = -1;  // exit status
+  int signal = 0;   // the signal that killed it, if one did
   std::string out, err;
 };
 
@@ -110,7 +111,8 @@ class Process {
       if (std::chrono::steady_clock::now() > give_up) {
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status, 0);
-        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out << outcome_.err);
+        BOOST_ERROR("zarisctl did not finish in time; its output: " << outcome_.out
+                                                                    << outcome_.err);
         break;
       }
     }
@@ -166,6 +168,11 @@ struct Segment {
   }
 };
 
+// How many keys are under `prefix` (a lock's queue, say).
+std::size_t queued(const Segment& s, const std::string& prefix) {
+  return lines_of(s({"get", prefix, "--prefix", "--keys-only"}).out).size();
+}
+
 // The usage-error contract: exit 2, a message and a hint on stderr.
 void expect_usage_error(const Outcome& o) {
   BOOST_TEST(o.status == 2);
@@ -179,6 +186,24 @@ void expect_failure(const Outcome& o, const std::string& message) {
   BOOST_TEST(o.err.find("zarisctl: ") == 0u, "stderr: " << o.err);
   BOOST_TEST(o.err.find(message) != std::string::npos, "stderr: " << o.err << " lacks " << message);
   BOOST_TEST(o.signal == 0);
+}
+
+// Whether process `pid` is zarisctl with its stop signals blocked (the first
+// thing it does): a SIGINT or SIGTERM from now on is taken by the command,
+// never the default action that kills it (/proc/PID/status).
+bool takes_stop_signals(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream comm(proc + "/comm");
+  std::string name;
+  if (!std::getline(comm, name) || name != "zarisctl") return false;
+  std::ifstream status(proc + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) != 0) continue;
+    std::uint64_t blocked = std::stoull(line.substr(7), nullptr, 16);
+    auto has = [&](int signal) { return (blocked >> (signal - 1)) & 1u; };
+    return has(SIGINT) && has(SIGTERM);
+  }
+  return false;
 }
 
 std::string lease_of_grant(const Outcome& o) {
@@ -209,7 +234,7 @@ BOOST_AUTO_TEST_CASE(help_version_and_usage_errors) {
   BOOST_TEST(version.out.find("zarisctl ") == 0u);
   expect_usage_error(run({}));
   expect_usage_error(run({"bogus"}));
-  expect_usage_error(run({"get"}));                 // missing KEY
+  expect_usage_error(run({"get"}));                  // missing KEY
   expect_usage_error(run({"get", "k", "--bogus"}));  // unknown flag
   expect_usage_error(run({"-w", "yaml", "status"}));
   expect_usage_error(run({"lease", "frobnicate"}));
@@ -234,7 +259,8 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
                     "elect", "janitor", "keep-alive", "timetolive", "--if-absent", "--keys-only",
                     "--listen", "--timeout", "--write-out"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
-  std::string syntax = "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
+  std::string syntax =
+      "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
   BOOST_TEST(std::system(syntax.c_str()) == 0);
 }
 
@@ -242,10 +268,16 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   Segment s;
   auto missing = s({"status"});
   expect_failure(missing, "segment " + s.name + " does not exist");
-  for (auto args : std::vector<std::vector<std::string>>{
-           {"check"}, {"get", "k"}, {"del", "k"}, {"lease", "list"}, {"lease", "revoke", "1"},
-           {"lease", "timetolive", "1"}, {"lease", "keep-alive", "1", "--once"},
-           {"watch", "k", "--count", "1"}, {"janitor"}, {"segment", "destroy"}})
+  for (auto args : std::vector<std::vector<std::string>>{{"check"},
+                                                         {"get", "k"},
+                                                         {"del", "k"},
+                                                         {"lease", "list"},
+                                                         {"lease", "revoke", "1"},
+                                                         {"lease", "timetolive", "1"},
+                                                         {"lease", "keep-alive", "1", "--once"},
+                                                         {"watch", "k", "--count", "1"},
+                                                         {"janitor"},
+                                                         {"segment", "destroy"}})
     expect_failure(s(args), "does not exist");
 
   auto created = s({"segment", "create", "--leases", "100", "--keys", "200"});
@@ -273,7 +305,9 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   BOOST_REQUIRE(rows.size() == 2u);
   BOOST_TEST(rows[0].find("SEGMENT") == 0u);
   // Aligned: each row's REVISION cell starts under the header's.
-  BOOST_TEST(rows[1].substr(rows[0].find("REVISION")).find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
+  BOOST_TEST(rows[1]
+                 .substr(rows[0].find("REVISION"))
+                 .find(std::to_string(j["revision"].get<int>()) + " ") == 0u);
 
   auto check = s({"check"});
   BOOST_TEST(check.status == 0);
@@ -308,15 +342,17 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
 BOOST_AUTO_TEST_CASE(lease_commands) {
   Segment s;
   // lease grant creates the segment.
-  auto grant = s({"lease", "grant", "10"});
+  // The leases listed below live far longer than the test, however slowly
+  // its commands run; short TTLs are granted in a segment of their own.
+  auto grant = s({"lease", "grant", "60"});
   BOOST_TEST(grant.status == 0);
   std::string id = lease_of_grant(grant);
   BOOST_TEST(id.size() == 16u);
-  BOOST_TEST(grant.out == "lease " + id + " granted with TTL(10s)\n");
-  auto grant_json = json::parse(s({"lease", "grant", "1.5s", "-w", "json"}).out);
+  BOOST_TEST(grant.out == "lease " + id + " granted with TTL(60s)\n");
+  Segment brief;
+  auto grant_json = json::parse(brief({"lease", "grant", "1.5s", "-w", "json"}).out);
   BOOST_TEST(grant_json["ttl_ms"] == 1500);
-  std::string id2 = grant_json["id"];
-  BOOST_TEST(s({"lease", "grant", "500ms"}).out.find("TTL(500ms)") != std::string::npos);
+  BOOST_TEST(brief({"lease", "grant", "500ms"}).out.find("TTL(500ms)") != std::string::npos);
   BOOST_TEST(s({"lease", "grant", "2m"}).out.find("TTL(120s)") != std::string::npos);
   BOOST_TEST(s({"lease", "grant", "1h"}).out.find("TTL(3600s)") != std::string::npos);
 
@@ -324,47 +360,52 @@ BOOST_AUTO_TEST_CASE(lease_commands) {
   BOOST_REQUIRE(s({"put", "b", "2", "--lease", id}).status == 0);
   auto ttl = s({"lease", "timetolive", id});
   BOOST_TEST(ttl.status == 0);
-  BOOST_TEST(ttl.out.find("lease " + id + " granted with TTL(10s), remaining(") == 0u);
+  BOOST_TEST(ttl.out.find("lease " + id + " granted with TTL(60s), remaining(") == 0u);
   auto ttl_keys = s({"lease", "timetolive", id, "--keys"});
   BOOST_TEST(ttl_keys.out.find(", attached keys([a b])") != std::string::npos);
   auto ttl_json = json::parse(s({"lease", "timetolive", id, "--keys", "-w", "json"}).out);
   BOOST_TEST(ttl_json["id"] == id);
-  BOOST_TEST(ttl_json["granted_ttl_ms"] == 10000);
-  BOOST_TEST(ttl_json["remaining_ms"].get<int>() <= 10000);
+  BOOST_TEST(ttl_json["granted_ttl_ms"] == 60000);
+  BOOST_TEST(ttl_json["remaining_ms"].get<int>() <= 60000);
   BOOST_TEST(ttl_json["keys"] == json::array({"a", "b"}));
   // Fewer digits name the same lease.
   std::string short_id = id.substr(id.find_first_not_of('0'));
   BOOST_TEST(s({"lease", "timetolive", short_id}).status == 0);
 
   auto list = s({"lease", "list"});
-  BOOST_TEST(lines_of(list.out).size() == 5u);
+  BOOST_TEST(lines_of(list.out).size() == 3u);
   auto list_json = json::parse(s({"lease", "list", "-w", "json"}).out);
-  BOOST_TEST(list_json["leases"].size() == 5u);
+  BOOST_TEST(list_json["leases"].size() == 3u);
   BOOST_TEST(list_json["leases"][0].contains("granted_ttl_ms"));
   auto list_table = lines_of(s({"lease", "list", "-w", "table"}).out);
-  BOOST_TEST(list_table.size() == 6u);
+  BOOST_TEST(list_table.size() == 4u);
   BOOST_TEST(list_table[0].find("ID") == 0u);
 
   auto once = s({"lease", "keep-alive", id, "--once"});
   BOOST_TEST(once.status == 0);
-  BOOST_TEST(once.out == "lease " + id + " keepalived with TTL(10s)\n");
+  BOOST_TEST(once.out == "lease " + id + " keepalived with TTL(60s)\n");
   auto once_json = json::parse(s({"lease", "keep-alive", id, "--once", "-w", "json"}).out);
-  BOOST_TEST(once_json["ttl_ms"] == 10000);
+  BOOST_TEST(once_json["ttl_ms"] == 60000);
 
-  // Renewing until SIGTERM: exit 0.
+  // Renewing until SIGTERM: exit 0. Each renewer's lease is granted just
+  // before it starts, so that it lives until renewed however late the
+  // renewer starts (a 3 s TTL: renewed every second).
+  auto fresh_lease = [&] { return lease_of_grant(brief({"lease", "grant", "3s"})); };
   {
-    Process keep(s.with({"lease", "keep-alive", id2, "-w", "json"}));
-    BOOST_REQUIRE(keep.wait_lines(2, 5s));  // 1.5 s TTL: every 500 ms
+    std::string renewed = fresh_lease();
+    Process keep(brief.with({"lease", "keep-alive", renewed, "-w", "json"}));
+    BOOST_REQUIRE(keep.wait_lines(2));
     ::kill(keep.pid(), SIGTERM);
     auto done = keep.finish();
     BOOST_TEST(done.status == 0);
-    BOOST_TEST(json::parse(lines_of(done.out)[0])["id"] == id2);
+    BOOST_TEST(json::parse(lines_of(done.out)[0])["id"] == renewed);
   }
   // ... or until the lease is lost: exit 1.
   {
-    Process keep(s.with({"lease", "keep-alive", id2}));
+    std::string lost = fresh_lease();
+    Process keep(brief.with({"lease", "keep-alive", lost}));
     BOOST_REQUIRE(keep.wait_lines(1));
-    BOOST_REQUIRE(s({"lease", "revoke", id2}).status == 0);
+    BOOST_REQUIRE(brief({"lease", "revoke", lost}).status == 0);
     auto done = keep.finish();
     BOOST_TEST(done.status == 1);
     BOOST_TEST(done.err.find("not found") != std::string::npos);
@@ -445,7 +486,8 @@ BOOST_AUTO_TEST_CASE(watch_prints_events) {
   {
     // From the next revision on, whenever the watch gets going.
     int next = json::parse(s({"status", "-w", "json"}).out)["revision"].get<int>() + 1;
-    Process watch(s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
+    Process watch(
+        s.with({"watch", "w/", "--prefix", "--count", "3", "--rev", std::to_string(next)}));
     BOOST_REQUIRE(s({"put", "w/b", "2", "--lease", lease}).status == 0);
     BOOST_REQUIRE(s({"del", "w/a"}).status == 0);
     BOOST_REQUIRE(s({"lease", "revoke", lease}).status == 0);
@@ -468,7 +510,7 @@ BOOST_AUTO_TEST_CASE(watch_prints_events) {
   BOOST_TEST(del["revision"].get<int>() > put["revision"].get<int>());
   // Until SIGINT: exit 0.
   Process forever(s.with({"watch", "never"}));
-  std::this_thread::sleep_for(200ms);
+  BOOST_REQUIRE(eventually([&] { return takes_stop_signals(forever.pid()); }));
   ::kill(forever.pid(), SIGINT);
   BOOST_TEST(forever.finish().status == 0);
 }
@@ -480,10 +522,9 @@ BOOST_AUTO_TEST_CASE(lock_gives_mutual_exclusion) {
   char dir_template[] = "/tmp/zaris-cli-lock-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   // mkdir is atomic: a second one inside fails and records the overlap.
-  std::string script =
-      "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir + "/overlaps; " +
-      "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir + "/tokens; sleep 0.02; " +
-      "rmdir " + dir + "/inside; exit 3";
+  std::string script = "mkdir " + dir + "/inside 2>/dev/null || echo overlap >> " + dir +
+                       "/overlaps; " + "echo $ZARIS_FENCING_TOKEN $ZARIS_LOCK_KEY >> " + dir +
+                       "/tokens; sleep 0.02; " + "rmdir " + dir + "/inside; exit 3";
   std::vector<std::unique_ptr<Process>> runs;
   for (int i = 0; i < 10; ++i)
     runs.push_back(std::make_unique<Process>(s.with({"lock", "job", "--", "sh", "-c", script})));
@@ -533,8 +574,8 @@ BOOST_AUTO_TEST_CASE(lock_hold_timeout_and_release) {
   Process first(s.with({"lock", "res"}));
   BOOST_REQUIRE(first.wait_lines(2));
   Process waiting(s.with({"lock", "res"}));
-  std::this_thread::sleep_for(200ms);
-  ::kill(waiting.pid(), SIGTERM);
+  BOOST_REQUIRE(eventually([&] { return queued(s, "res/") == 2u; }));
+  ::kill(waiting.pid(), SIGTERM);  // queued behind `first`
   expect_failure(waiting.finish(), "interrupted");
   ::kill(first.pid(), SIGTERM);
   BOOST_TEST(first.finish().status == 0);
@@ -546,23 +587,16 @@ BOOST_AUTO_TEST_CASE(lock_command_dies_with_zarisctl) {
   Segment s;
   char dir_template[] = "/tmp/zaris-cli-pdeath-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
-  Process lock(s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
+  Process lock(
+      s.with({"lock", "job", "--", "sh", "-c", "echo $$ > " + dir + "/pid; exec sleep 30"}));
   pid_t command = 0;
-  auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (command == 0 && std::chrono::steady_clock::now() < give_up) {
+  BOOST_REQUIRE(eventually([&] {
     std::ifstream in(dir + "/pid");
-    in >> command;
-    std::this_thread::sleep_for(10ms);
-  }
-  BOOST_REQUIRE(command > 0);
+    return static_cast<bool>(in >> command) && command > 0;
+  }));
   ::kill(lock.pid(), SIGKILL);
   lock.finish();
-  bool gone = false;
-  for (int i = 0; i < 500 && !gone; ++i) {
-    gone = ::kill(command, 0) != 0;
-    std::this_thread::sleep_for(10ms);
-  }
-  BOOST_TEST(gone, "the command outlived zarisctl");
+  BOOST_TEST(eventually([&] { return ::kill(command, 0) != 0; }), "the command outlived zarisctl");
   std::filesystem::remove_all(dir);
 }
 
@@ -572,25 +606,26 @@ BOOST_AUTO_TEST_CASE(killed_holder_releases_at_once_with_a_janitor) {
   Segment s;
   BOOST_REQUIRE(s({"segment", "create"}).status == 0);
   Process janitor(s.with({"janitor"}));
-  auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (json::parse(s({"status", "-w", "json"}).out)["janitor_pid"].is_null()) {
-    BOOST_REQUIRE(std::chrono::steady_clock::now() < give_up);
-    std::this_thread::sleep_for(10ms);
-  }
+  BOOST_REQUIRE(eventually([&] {
+    return !json::parse(s({"status", "-w", "json"}).out)["janitor_pid"].is_null();
+  }));
   BOOST_TEST(json::parse(s({"status", "-w", "json"}).out)["janitor_pid"] == janitor.pid());
   expect_failure(s({"janitor"}), "already runs");
 
   Process holder(s.with({"lock", "job", "--ttl", "10s"}));
   BOOST_REQUIRE(holder.wait_lines(2));
   Process next(s.with({"lock", "job", "--ttl", "10s", "--", "true"}));
-  std::this_thread::sleep_for(200ms);
+  // Killed once the next one waits: the time measured is the hand-over's,
+  // not how long the next one took to start.
+  BOOST_REQUIRE(eventually([&] { return queued(s, "job/") == 2u; }));
   auto killed = std::chrono::steady_clock::now();
   ::kill(holder.pid(), SIGKILL);
   auto done = next.finish(20s);
   auto took = std::chrono::steady_clock::now() - killed;
   BOOST_TEST(done.status == 0);
-  BOOST_TEST(took < 3s, "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                                << " ms; the TTL is 10 s");
+  BOOST_TEST(took < 3s,
+             "took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms; the TTL is 10 s");
   ::kill(janitor.pid(), SIGTERM);
   auto stopped = janitor.finish();
   BOOST_TEST(stopped.status == 0);
@@ -629,8 +664,8 @@ BOOST_AUTO_TEST_CASE(elect_and_listen) {
 // never a signal, nothing changed.
 BOOST_AUTO_TEST_CASE(bad_input_classes) {
   Segment s;
-  BOOST_REQUIRE(s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"})
-                    .status == 0);
+  BOOST_REQUIRE(
+      s({"segment", "create", "--max-key-bytes", "16", "--max-value-bytes", "32"}).status == 0);
   auto before = json::parse(s({"status", "-w", "json"}).out)["revision"];
   // Malformed durations and ids: usage errors.
   for (auto bad : {"abc", "1.5x", "-1", "", "1..5", "ms", "10 s"})
