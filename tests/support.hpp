@@ -148,9 +148,10 @@ inline bool have_futex_waitv() {
 #endif
 }
 
-// Whether thread `tid` of process `pid` (any of its threads if `tid` is 0)
-// is blocked in one of the system calls `calls` now (/proc/PID/task/TID/syscall).
-inline bool blocked_in(pid_t pid, pid_t tid, std::initializer_list<long> calls) {
+// A thread of process `pid` (`tid` itself, or any if `tid` is 0) blocked in
+// one of the system calls `calls` now (/proc/PID/task/TID/syscall): its
+// tid, or 0 if none is.
+inline pid_t blocked_in(pid_t pid, pid_t tid, std::initializer_list<long> calls) {
   auto in_call = [calls](const std::filesystem::path& task) {
     std::ifstream in(task / "syscall");
     long number = -1;
@@ -160,25 +161,40 @@ inline bool blocked_in(pid_t pid, pid_t tid, std::initializer_list<long> calls) 
     return false;
   };
   const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
-  if (tid != 0) return in_call(tasks / std::to_string(tid));
+  if (tid != 0) return in_call(tasks / std::to_string(tid)) ? tid : 0;
   std::error_code error;
   for (const auto& task : std::filesystem::directory_iterator(tasks, error))
-    if (in_call(task.path())) return true;
-  return false;
+    if (in_call(task.path())) return static_cast<pid_t>(std::stol(task.path().filename()));
+  return 0;
 }
 
 // Waits until thread `tid` of `pid` is asleep on a futex, or (`tid` 0) until
 // one of its threads is asleep in futex_waitv, the call of waiters on keys and
 // of the janitor, and not of a condition variable (a session's renewer);
 // FUTEX_WAIT without futex_waitv. What the test does next then meets a
-// sleeper, however late either was scheduled. False if none within 10 s.
-inline bool wait_until_asleep(pid_t pid, pid_t tid = 0) {
+// sleeper, however late either was scheduled. Returns the sleeper's tid, or
+// 0 if none fell asleep within 10 s.
+inline pid_t wait_until_asleep(pid_t pid, pid_t tid = 0) {
   long many = SYS_futex;
 #if defined(SYS_futex_waitv)
   if (have_futex_waitv()) many = SYS_futex_waitv;
 #endif
-  if (tid == 0) return eventually([&] { return blocked_in(pid, 0, {many}); });
-  return eventually([&] { return blocked_in(pid, tid, {SYS_futex, many}); });
+  pid_t asleep = 0;
+  if (tid == 0) {
+    eventually([&] { return (asleep = blocked_in(pid, 0, {many})) != 0; });
+  } else {
+    eventually([&] { return (asleep = blocked_in(pid, tid, {SYS_futex, many})) != 0; });
+  }
+  return asleep;
+}
+
+// How many times thread `tid` of this process has gone to sleep (its
+// voluntary context switches, /proc/self/task/TID/status).
+inline long sleeps_of(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  return -1;
 }
 
 // When a test killed a process, and whether the sleeper it meant to wake by
@@ -191,7 +207,7 @@ struct Killed {
 // SIGKILLs `victim` once thread `tid` of `pid` (any thread if 0) is asleep
 // in a zaris wait, or after 10 s if it never falls asleep.
 inline Killed kill_once_asleep(pid_t victim, pid_t pid, pid_t tid = 0) {
-  Killed killed{wait_until_asleep(pid, tid), std::chrono::steady_clock::now()};
+  Killed killed{wait_until_asleep(pid, tid) != 0, std::chrono::steady_clock::now()};
   ::kill(victim, SIGKILL);
   return killed;
 }

@@ -202,7 +202,13 @@ BOOST_FIXTURE_TEST_CASE(reaps_an_untouched_expiry, SharedClockFixture) {
   BOOST_REQUIRE(lease.ok());
   BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*lease)).ok());
   clock->advance(4999ms);
-  std::this_thread::sleep_for(50ms);  // five of its looks on an injected clock
+  // Five of its looks on an injected clock (every 10 ms), each ending in a
+  // sleep, all begun after the step: the second sleep from now ends a look
+  // that read 4999 ms.
+  pid_t worker = zaris::test::wait_until_asleep(::getpid());
+  BOOST_REQUIRE(worker != 0);
+  const long slept = zaris::test::sleeps_of(worker);
+  BOOST_REQUIRE(eventually([&] { return zaris::test::sleeps_of(worker) >= slept + 6; }));
   BOOST_TEST(client->info()->leases_used == 1u);
   clock->advance(1ms);
   BOOST_TEST(eventually([&] { return client->info()->leases_used == 0u; }));

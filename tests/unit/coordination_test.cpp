@@ -164,7 +164,7 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_whose_session_ends_gives_up_at_once, SegmentFix
   std::atomic<bool> asleep{false};
   std::thread revoker([&] {
     // Revoked while it sleeps in its wait, however late it got there.
-    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid());
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->leases().revoke(b->lease());
   });
   auto started = std::chrono::steady_clock::now();

@@ -107,7 +107,7 @@ BOOST_FIXTURE_TEST_CASE(a_blocked_watcher_wakes_on_a_put, SegmentFixture) {
   auto watcher = client->watch("k", {false, 0});
   std::atomic<bool> asleep{false};
   std::thread writer([&] {
-    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid());
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->put("k", "v");
   });
   auto events = watcher->wait(10s);
@@ -136,7 +136,7 @@ BOOST_FIXTURE_TEST_CASE(wait_for_change_wakes_times_out_and_sees_expiry, Segment
   BOOST_TEST(!*client->wait_for_change("k", put->revision, 5ms));     // times out
   std::atomic<bool> asleep{false};
   std::thread writer([&] {
-    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid());
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->del("k");
   });
   BOOST_TEST(*client->wait_for_change("k", put->revision, 10s));
@@ -146,7 +146,7 @@ BOOST_FIXTURE_TEST_CASE(wait_for_change_wakes_times_out_and_sees_expiry, Segment
   auto lease = client->leases().grant(30ms);
   auto leased = client->put("l", "v", Put::with_lease(*lease));
   std::thread ticker([&] {
-    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid());
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     clock->advance(30ms);  // the fake clock passes the deadline; nobody writes
   });
   BOOST_TEST(*client->wait_for_change("l", leased->revision, 10s));
