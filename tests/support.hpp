@@ -208,7 +208,7 @@ struct Killed {
 // in a zaris wait, or after 10 s if it never falls asleep.
 inline Killed kill_once_asleep(pid_t victim, pid_t pid, pid_t tid = 0) {
   Killed killed{wait_until_asleep(pid, tid) != 0, std::chrono::steady_clock::now()};
-  ::kill(victim, SIGKILL);
+  if (victim > 0) ::kill(victim, SIGKILL);  // never kill(0) nor kill(-1)
   return killed;
 }
 
