@@ -20,21 +20,27 @@ int main(int argc, char** argv) {
   std::printf("zaris election demo: 3 candidates, session TTL %lld ms\n",
               static_cast<long long>(ttl.count()));
 
+  auto client = must(zaris::Client::open(segment.name), "open");
   std::vector<pid_t> candidates;
   for (int i = 1; i <= 3; ++i) {
     candidates.push_back(example::spawn([&, i] {
-      auto client = must(zaris::Client::open(segment.name), "open");
-      auto session = must(zaris::Session::create(client, {ttl, {}}), "session");
+      auto own = must(zaris::Client::open(segment.name), "open");
+      auto session = must(zaris::Session::create(own, {ttl, {}}), "session");
       zaris::Election election(*session, "demo/leader");
       must(election.campaign("candidate-" + std::to_string(i)), "campaign");
       std::printf("  candidate-%d (pid %d): I am the leader\n", i, ::getpid());
       std::fflush(stdout);
       for (;;) ::pause();  // lead until killed
     }));
-    std::this_thread::sleep_for(20ms);  // campaign in order: 1, 2, 3
+    // Campaign in order, 1, 2, 3: the next starts once this one is queued.
+    example::wait_until(
+        [&] {
+          return must(client.get_prefix("demo/leader/"), "list").kvs.size() ==
+                 static_cast<std::size_t>(i);
+        },
+        "a candidate campaigns");
   }
 
-  auto client = must(zaris::Client::open(segment.name), "open");
   auto session = must(zaris::Session::create(client), "session");
   zaris::Election watch(*session, "demo/leader");
   auto observer = must(watch.observe(), "observe");

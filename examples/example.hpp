@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "zaris/zaris.hpp"
 
@@ -32,6 +33,17 @@ inline long long us_since(Clock::time_point start) {
 [[noreturn]] inline void fail(const std::string& what) {
   std::fprintf(stderr, "FAILED: %s\n", what.c_str());
   std::exit(1);
+}
+
+// Waits until `condition` holds, looking every millisecond, however long the
+// machine takes; the example fails if it still does not after 10 s.
+template <typename Condition>
+void wait_until(Condition condition, const char* what) {
+  const auto start = Clock::now();
+  while (!condition()) {
+    if (ms_since(start) > 10000) fail(std::string("not within 10 s: ") + what);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 template <typename T>

@@ -2,8 +2,8 @@
 //
 // Three members each keep a key presence/<name> under their session's lease.
 // A monitor lists them and watches the prefix: member-1 is killed with
-// SIGKILL and drops out when its lease runs out (expired); member-2 leaves
-// cleanly (its session is closed: revoked); member-3 stays.
+// SIGKILL and drops out when its lease runs out (expired); member-2 then
+// leaves cleanly (its session is closed: revoked); member-3 stays.
 #include <set>
 #include <thread>
 
@@ -29,7 +29,17 @@ int main() {
                     zaris::Put::with_lease(session->lease())),
            "put");
       if (i == 2) {
-        std::this_thread::sleep_for(600ms);
+        // Once member-1 has gone (watching only: a read of its key would
+        // end its lease as its owner's death, not at its TTL).
+        auto others = must(mine.watch("presence/member-1", {false, 1}), "watch");
+        bool gone = false;
+        example::wait_until(
+            [&] {
+              for (auto& e : must(others.wait(100ms), "watch"))
+                gone = gone || e.type == zaris::EventType::del;
+              return gone;
+            },
+            "member-1 leaves");
         must(session->close(), "close");  // leaves cleanly
         return;
       }

@@ -59,7 +59,7 @@ int main() {
     write_to(*device, lock.fencing_token(), "A (after hanging)");
     device->stage.store(3);
   });
-  while (device->stage.load() != 1) std::this_thread::sleep_for(1ms);
+  example::wait_until([&] { return device->stage.load() == 1; }, "A holds the printer");
   int status = 0;
   ::waitpid(a, &status, WUNTRACED);
   std::printf("A is stopped (SIGSTOP) while holding the lock\n");

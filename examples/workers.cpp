@@ -1,9 +1,10 @@
 // zaris-workers: one worker per job, and takeover after a crash.
 //
 // Three worker processes share six jobs. A worker takes a job by winning the
-// job's mutex (try_lock), does it, and records it done. Worker 1 is killed
-// with SIGKILL in the middle of its first job; once its session's lease ends,
-// another worker takes that job over. Every job is done exactly once.
+// job's mutex (try_lock), does it, and records it done. Worker 1 starts
+// first and is killed with SIGKILL in the middle of its first job; once its
+// session's lease ends, another worker takes that job over. Every job is done
+// exactly once.
 #include <thread>
 
 #include "example.hpp"
@@ -48,13 +49,11 @@ int main() {
         std::this_thread::sleep_for(10ms);
       }
     }));
-    std::this_thread::sleep_for(20ms);
-  }
-  // Kill worker-1 once it holds a job.
-  auto start = example::Clock::now();
-  while (must(client.get_prefix("jobs/"), "get_prefix").kvs.empty()) {
-    if (example::ms_since(start) > 10000) example::fail("worker-1 took no job");
-    std::this_thread::sleep_for(1ms);
+    // The others start once worker-1 holds its job.
+    if (w == 1)
+      example::wait_until(
+          [&] { return !must(client.get_prefix("jobs/"), "get_prefix").kvs.empty(); },
+          "worker-1 takes a job");
   }
   example::kill_and_reap(workers[0]);
   auto killed_at = example::Clock::now();

@@ -51,7 +51,8 @@ run_configuration() {
   rm -f /dev/shm/zaris-test-* /dev/shm/zaris-torture-* /dev/shm/zaris-fuzz-seed-* \
     /dev/shm/zaris-bench-* /dev/shm/zaris-lease-demo-* 2>/dev/null || true
   local status=0
-  # No test may hang CI: each is stopped after 15 minutes.
+  # No test may hang CI: each is stopped after 15 minutes (the crash-point
+  # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
   "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 || status=$?
   # The figures the crash, torture, fuzz and wake tests report, from their logs.
   grep -hE "^(torture:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \

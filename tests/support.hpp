@@ -4,15 +4,22 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "segment/crash_point.hpp"
 #include "zaris/zaris.hpp"
@@ -109,6 +116,100 @@ inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
     ::usleep(1000);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits (really) until `condition` holds, polling every millisecond; false if
+// it still does not after `limit`, a bound against hanging, not a deadline
+// anything is expected to meet.
+template <typename Condition>
+bool eventually(Condition&& condition,
+                std::chrono::milliseconds limit = std::chrono::milliseconds(10'000)) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// On the real clock every sleeper looks again at least this often, whatever
+// it waits for (docs/coordination.md). A sleeper that wakes sooner after it
+// began to wait was woken by what it waits for, not by that look.
+inline constexpr std::chrono::seconds kLookEvery{1};
+
+// Whether the kernel has futex_waitv(2) (Linux 5.16): without it a sleeper
+// waits on one word with FUTEX_WAIT and learns of a death at its next look.
+inline bool have_futex_waitv() {
+#if defined(SYS_futex_waitv)
+  long rc = ::syscall(SYS_futex_waitv, nullptr, 0, 0, nullptr, 0);
+  return !(rc < 0 && errno == ENOSYS);
+#else
+  return false;
+#endif
+}
+
+// A thread of process `pid` (`tid` itself, or any if `tid` is 0) blocked in
+// one of the system calls `calls` now (/proc/PID/task/TID/syscall): its
+// tid, or 0 if none is.
+inline pid_t blocked_in(pid_t pid, pid_t tid, std::initializer_list<long> calls) {
+  auto in_call = [calls](const std::filesystem::path& task) {
+    std::ifstream in(task / "syscall");
+    long number = -1;
+    if (!(in >> number)) return false;  // "running"
+    for (long call : calls)
+      if (number == call) return true;
+    return false;
+  };
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  if (tid != 0) return in_call(tasks / std::to_string(tid)) ? tid : 0;
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error))
+    if (in_call(task.path())) return static_cast<pid_t>(std::stol(task.path().filename()));
+  return 0;
+}
+
+// Waits until thread `tid` of `pid` is asleep on a futex, or (`tid` 0) until
+// one of its threads is asleep in futex_waitv, the call of waiters on keys and
+// of the janitor, and not of a condition variable (a session's renewer);
+// FUTEX_WAIT without futex_waitv. What the test does next then meets a
+// sleeper, however late either was scheduled. Returns the sleeper's tid, or
+// 0 if none fell asleep within 10 s.
+inline pid_t wait_until_asleep(pid_t pid, pid_t tid = 0) {
+  long many = SYS_futex;
+#if defined(SYS_futex_waitv)
+  if (have_futex_waitv()) many = SYS_futex_waitv;
+#endif
+  pid_t asleep = 0;
+  if (tid == 0) {
+    eventually([&] { return (asleep = blocked_in(pid, 0, {many})) != 0; });
+  } else {
+    eventually([&] { return (asleep = blocked_in(pid, tid, {SYS_futex, many})) != 0; });
+  }
+  return asleep;
+}
+
+// How many times thread `tid` of this process has gone to sleep (its
+// voluntary context switches, /proc/self/task/TID/status).
+inline long sleeps_of(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  return -1;
+}
+
+// When a test killed a process, and whether the sleeper it meant to wake by
+// that death was asleep by then.
+struct Killed {
+  bool sleeper_was_asleep;
+  std::chrono::steady_clock::time_point at;
+};
+
+// SIGKILLs `victim` once thread `tid` of `pid` (any thread if 0) is asleep
+// in a zaris wait, or after 10 s if it never falls asleep.
+inline Killed kill_once_asleep(pid_t victim, pid_t pid, pid_t tid = 0) {
+  Killed killed{wait_until_asleep(pid, tid) != 0, std::chrono::steady_clock::now()};
+  if (victim > 0) ::kill(victim, SIGKILL);  // never kill(0) nor kill(-1)
+  return killed;
 }
 
 #ifdef ZARIS_CRASH_POINTS

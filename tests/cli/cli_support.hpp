@@ -22,10 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "zaris/zaris.hpp"
+#include "support.hpp"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using zaris::test::eventually;
 
 // One counter for the whole test binary (every file includes this header).
 inline int& cli_name_counter() {
@@ -170,6 +171,29 @@ struct Segment {
     return args;
   }
 };
+
+// How many keys are under `prefix` (a lock's queue, say).
+inline std::size_t queued(const Segment& s, const std::string& prefix) {
+  return lines_of(s({"get", prefix, "--prefix", "--keys-only"}).out).size();
+}
+
+// Whether process `pid` is zarisctl with its stop signals blocked (the first
+// thing it does): a SIGINT or SIGTERM from now on is taken by the command,
+// never the default action that kills it (/proc/PID/status).
+inline bool takes_stop_signals(pid_t pid) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::ifstream comm(proc + "/comm");
+  std::string name;
+  if (!std::getline(comm, name) || name != "zarisctl") return false;
+  std::ifstream status(proc + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigBlk:", 0) != 0) continue;
+    std::uint64_t blocked = std::stoull(line.substr(7), nullptr, 16);
+    auto has = [&](int signal) { return (blocked >> (signal - 1)) & 1u; };
+    return has(SIGINT) && has(SIGTERM);
+  }
+  return false;
+}
 
 // The usage-error contract: exit 2, a message and a hint on stderr.
 inline void expect_usage_error(const Outcome& o) {

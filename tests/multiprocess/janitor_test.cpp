@@ -37,15 +37,7 @@ Flag* shared_flag() {
 
 using zaris::test::wait_exit;
 
-template <typename Condition>
-bool eventually(Condition&& condition, std::chrono::milliseconds limit = 10s) {
-  auto give_up = std::chrono::steady_clock::now() + limit;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using zaris::test::eventually;
 
 // A child that holds key "owned" under a lease bound to it (TTL 60 s) and
 // waits to be killed; returns once the key is there.
@@ -142,8 +134,9 @@ BOOST_FIXTURE_TEST_CASE(releases_a_killed_owners_leases, SharedClockFixture) {
 }
 
 // On the real clock: the janitor wakes from the kernel's notice of the death
-// (not from its one-second look) and releases at once; a watcher, which
-// meets no lease, hears of it from the janitor.
+// (not from a look a second after it began) and releases at once; a
+// watcher, which meets no lease, hears of it from the janitor. The owner is
+// killed once the janitor sleeps, so its first pass cannot be what finds it.
 BOOST_AUTO_TEST_CASE(wakes_at_a_death_on_the_real_clock) {
   const std::string name = zaris::test::unique_segment_name("janitorwake");
   auto client = Client::create(name, zaris::test::small_segment());
@@ -154,20 +147,26 @@ BOOST_AUTO_TEST_CASE(wakes_at_a_death_on_the_real_clock) {
   BOOST_REQUIRE(watcher.ok());
   BOOST_REQUIRE(watcher->poll()->size() == 1u);  // the PUT
   {
+    auto started = std::chrono::steady_clock::now();
     auto janitor = Janitor::start(*client, quiet());
     BOOST_REQUIRE(janitor.ok());
-    std::this_thread::sleep_for(300ms);  // asleep, its last look 300 ms ago
-    auto killed = std::chrono::steady_clock::now();
-    ::kill(owner, SIGKILL);
-    auto events = watcher->wait(5s);
-    auto took = std::chrono::steady_clock::now() - killed;
+    auto killed = zaris::test::kill_once_asleep(owner, ::getpid());
+    BOOST_TEST(killed.sleeper_was_asleep);
+    auto events = watcher->wait(30s);
+    auto released = std::chrono::steady_clock::now();
     BOOST_REQUIRE(events.ok());
     BOOST_REQUIRE(events->size() == 1u);
     BOOST_TEST((*events)[0].reason == DeleteReason::owner_died);
-    BOOST_TEST_MESSAGE("released "
-                       << std::chrono::duration_cast<std::chrono::microseconds>(took).count()
-                       << " us after the kill");
-    BOOST_TEST(took < 400ms);  // its one-second look would come 700 ms after the kill
+    BOOST_TEST_MESSAGE(
+        "released "
+        << std::chrono::duration_cast<std::chrono::microseconds>(released - killed.at).count()
+        << " us after the kill");
+    // Before any look a second after it began could come.
+    BOOST_TEST(
+        (released - started < zaris::test::kLookEvery),
+        "released "
+            << std::chrono::duration_cast<std::chrono::microseconds>(released - started).count()
+            << " us after the janitor started");
   }
   wait_exit(owner);
   client = Client::open(name);
@@ -203,7 +202,13 @@ BOOST_FIXTURE_TEST_CASE(reaps_an_untouched_expiry, SharedClockFixture) {
   BOOST_REQUIRE(lease.ok());
   BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*lease)).ok());
   clock->advance(4999ms);
-  std::this_thread::sleep_for(50ms);  // five of its looks on an injected clock
+  // Five of its looks on an injected clock (every 10 ms), each ending in a
+  // sleep, all begun after the step: the second sleep from now ends a look
+  // that read 4999 ms.
+  pid_t worker = zaris::test::wait_until_asleep(::getpid());
+  BOOST_REQUIRE(worker != 0);
+  const long slept = zaris::test::sleeps_of(worker);
+  BOOST_REQUIRE(eventually([&] { return zaris::test::sleeps_of(worker) >= slept + 6; }));
   BOOST_TEST(client->info()->leases_used == 1u);
   clock->advance(1ms);
   BOOST_TEST(eventually([&] { return client->info()->leases_used == 0u; }));

@@ -16,6 +16,7 @@ using zaris::Errc;
 using zaris::Mutex;
 using zaris::Session;
 using zaris::SessionOptions;
+using zaris::test::eventually;
 using zaris::test::SegmentFixture;
 
 namespace {
@@ -25,16 +26,6 @@ std::unique_ptr<Session> session(zaris::Client& client, std::chrono::nanoseconds
   auto s = Session::create(client, SessionOptions{ttl, std::move(on_lost)});
   BOOST_REQUIRE(s.ok());
   return std::move(*s);
-}
-
-// Waits (really) until `predicate` holds, for at most 10 s.
-template <typename Predicate>
-bool eventually(Predicate predicate) {
-  for (int i = 0; i < 10000; ++i) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return predicate();
 }
 
 }  // namespace
@@ -170,14 +161,17 @@ BOOST_FIXTURE_TEST_CASE(a_waiter_whose_session_ends_gives_up_at_once, SegmentFix
   Mutex held(*a, "locks/lost");
   Mutex waiting(*b, "locks/lost");
   BOOST_REQUIRE(held.lock().ok());
+  std::atomic<bool> asleep{false};
   std::thread revoker([&] {
-    std::this_thread::sleep_for(100ms);
+    // Revoked while it sleeps in its wait, however late it got there.
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->leases().revoke(b->lease());
   });
   auto started = std::chrono::steady_clock::now();
   auto locked = waiting.lock(30s);
   auto took = std::chrono::steady_clock::now() - started;
   revoker.join();
+  BOOST_TEST(asleep.load());
   BOOST_TEST(locked.code() == Errc::lease_lost);
   BOOST_TEST(took < 10s);  // long before the 30 s timeout
   BOOST_TEST(held.unlock().ok());
@@ -278,7 +272,7 @@ BOOST_AUTO_TEST_CASE(a_blocked_waiter_sleeps) {
   BOOST_REQUIRE(holder.lock().ok());
   go->store(1);
   BOOST_REQUIRE(eventually([&] { return real.get_prefix("locks/sleepy/")->kvs.size() == 2u; }));
-  std::this_thread::sleep_for(50ms);  // past its last check before sleeping
+  BOOST_REQUIRE(zaris::test::wait_until_asleep(pid));  // past its last check before sleeping
   double before = cpu_ns_of(pid);
   std::this_thread::sleep_for(1s);
   double used_ms = (cpu_ns_of(pid) - before) / 1e6;
@@ -321,16 +315,21 @@ BOOST_FIXTURE_TEST_CASE(election_handover_on_resign_and_on_expiry, SegmentFixtur
   third.join();
   BOOST_TEST(third_won.load());
   BOOST_TEST((*e3.leader())->value == "three");
-  // The observer saw every leader, in order.
+  // The observer saw every leader, in order, and no other. (Its events are
+  // all written: a generous timeout costs nothing when the leaders are there,
+  // and a short one would give up on a loaded machine before reading them.)
+  const std::vector<std::string> leaders{"one", "one-again", "two", "three"};
   std::vector<std::string> seen;
-  for (;;) {
-    auto next = observer->next(50ms);
+  for (std::size_t i = 0; i < leaders.size(); ++i) {
+    auto next = observer->next(10s);
     BOOST_REQUIRE(next.ok());
     if (!next->has_value()) break;
     seen.push_back((*next)->value);
   }
-  BOOST_TEST((seen == std::vector<std::string>{"one", "one-again", "two", "three"}),
-             boost::test_tools::per_element());
+  BOOST_TEST(seen == leaders, boost::test_tools::per_element());
+  auto extra = observer->next(50ms);
+  BOOST_REQUIRE(extra.ok());
+  BOOST_TEST(!extra->has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

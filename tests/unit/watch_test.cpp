@@ -111,12 +111,14 @@ BOOST_AUTO_TEST_CASE(a_watcher_behind_the_history_is_told_compacted) {
 
 BOOST_FIXTURE_TEST_CASE(a_blocked_watcher_wakes_on_a_put, SegmentFixture) {
   auto watcher = client->watch("k", {false, 0});
+  std::atomic<bool> asleep{false};
   std::thread writer([&] {
-    std::this_thread::sleep_for(20ms);
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->put("k", "v");
   });
   auto events = watcher->wait(10s);
   writer.join();
+  BOOST_TEST(asleep.load());  // the put met a blocked watcher
   BOOST_REQUIRE(events.ok());
   BOOST_TEST(events->size() == 1u);
   BOOST_TEST(watcher->wait(1ms)->empty());  // times out empty
@@ -138,21 +140,24 @@ BOOST_FIXTURE_TEST_CASE(wait_for_change_wakes_times_out_and_sees_expiry, Segment
   auto put = client->put("k", "1");
   BOOST_TEST(*client->wait_for_change("k", put->revision - 1, 0ms));  // already different
   BOOST_TEST(!*client->wait_for_change("k", put->revision, 5ms));     // times out
+  std::atomic<bool> asleep{false};
   std::thread writer([&] {
-    std::this_thread::sleep_for(20ms);
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     (void)client->del("k");
   });
   BOOST_TEST(*client->wait_for_change("k", put->revision, 10s));
   writer.join();
+  BOOST_TEST(asleep.load());
   BOOST_TEST(!*client->wait_for_change("k", 0, 1ms));  // absent, waiting for it to exist
   auto lease = client->leases().grant(30ms);
   auto leased = client->put("l", "v", Put::with_lease(*lease));
   std::thread ticker([&] {
-    std::this_thread::sleep_for(10ms);
+    asleep = zaris::test::wait_until_asleep(::getpid(), ::getpid()) != 0;
     clock->advance(30ms);  // the fake clock passes the deadline; nobody writes
   });
   BOOST_TEST(*client->wait_for_change("l", leased->revision, 10s));
   ticker.join();
+  BOOST_TEST(asleep.load());
 }
 
 // An event slot whose lengths another process rewrote: the watcher gets a
