@@ -1,5 +1,7 @@
 #include "zaris/election.hpp"
 
+#include <algorithm>
+
 #include "coordination/queue.hpp"
 
 namespace zaris {
@@ -81,9 +83,12 @@ void Election::Observer::note_head() {
 
 Result<std::optional<KeyValue>> Election::Observer::next(std::chrono::nanoseconds timeout) {
   auto deadline = coordination::deadline_after(timeout);
-  while (pending_.empty()) {
-    auto left = deadline - std::chrono::steady_clock::now();
-    if (left <= std::chrono::nanoseconds(0)) return std::optional<KeyValue>();
+  // Reads at least once, even with no time left: a leader already written
+  // is there to be read, whatever the timeout.
+  for (bool last_look = false; pending_.empty() && !last_look;) {
+    auto left = std::max(deadline - std::chrono::steady_clock::now(),
+                         std::chrono::steady_clock::duration::zero());
+    last_look = left == std::chrono::steady_clock::duration::zero();
     auto events = watcher_.wait(left);
     if (!events) return std::move(events).error();
     for (std::size_t i = 0; i < events->size(); ++i) {
@@ -101,6 +106,7 @@ Result<std::optional<KeyValue>> Election::Observer::next(std::chrono::nanosecond
       if (revision_done) note_head();
     }
   }
+  if (pending_.empty()) return std::optional<KeyValue>();
   KeyValue leader = std::move(pending_.front());
   pending_.pop_front();
   return std::optional<KeyValue>(std::move(leader));

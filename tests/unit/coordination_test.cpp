@@ -332,4 +332,23 @@ BOOST_FIXTURE_TEST_CASE(election_handover_on_resign_and_on_expiry, SegmentFixtur
   BOOST_TEST(!extra->has_value());
 }
 
+BOOST_FIXTURE_TEST_CASE(an_observer_reads_leaders_already_written_with_no_time_left,
+                        SegmentFixture) {
+  auto s1 = session(*client);
+  Election e1(*s1, "elect/now");
+  auto observer = Election(*s1, "elect/now").observe();
+  BOOST_REQUIRE(observer.ok());
+  BOOST_REQUIRE(e1.campaign("one").ok());
+  BOOST_REQUIRE(e1.proclaim("one-again").ok());
+  for (std::string expected : {"one", "one-again"}) {
+    auto next = observer->next(std::chrono::nanoseconds(0));
+    BOOST_REQUIRE(next.ok());
+    BOOST_REQUIRE(next->has_value());
+    BOOST_TEST((*next)->value == expected);
+  }
+  auto none = observer->next(std::chrono::nanoseconds(0));
+  BOOST_REQUIRE(none.ok());
+  BOOST_TEST(!none->has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
