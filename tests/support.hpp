@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -305,6 +306,33 @@ struct SegmentFixture {
   std::string name;
   std::shared_ptr<ManualClock> clock;
   std::unique_ptr<Client> client;
+};
+
+// A scratch directory, removed with what it holds at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/zaris-test-XXXXXX";
+    BOOST_REQUIRE(::mkdtemp(name) != nullptr);
+    path = name;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& file) const { return path + "/" + file; }
+};
+
+// A tmpfs of 300 KiB on a directory of its own (where mounting is allowed),
+// unmounted before the directory goes, whatever the test did.
+struct TinyTmpfs {
+  TempDir dir;
+  bool mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=300k") == 0;
+  ~TinyTmpfs() {
+    if (mounted) ::umount2(dir.path.c_str(), MNT_DETACH);
+  }
 };
 
 }  // namespace zaris::test

@@ -68,9 +68,11 @@ void say(const char* text) {
   // keeps the group alive where init does not reap.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   ::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap for us
+  // Every signal is taken here, none by its default action: a guard killed
+  // by one (SIGQUIT, SIGUSR1, SIGPIPE on a closed stderr) would leave the
+  // group running.
   sigset_t watched;
-  sigemptyset(&watched);
-  for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGTSTP, SIGCONT}) sigaddset(&watched, s);
+  sigfillset(&watched);
   ::sigprocmask(SIG_BLOCK, &watched, nullptr);
   if (::getppid() != zarisctl) ::_exit(126);  // zarisctl died before we armed
 
@@ -123,11 +125,6 @@ void say(const char* text) {
       signal = ::sigtimedwait(&watched, nullptr, &wait);
     }
     switch (signal) {
-      case SIGTERM:
-      case SIGINT:
-      case SIGHUP:
-        end_group();
-        break;
       case SIGTSTP:  // the terminal stops zarisctl's group: stop the command's too
         ::kill(-command, SIGSTOP);
         ::kill(self, SIGSTOP);
@@ -135,7 +132,16 @@ void say(const char* text) {
       case SIGCONT:
         ::kill(-command, SIGCONT);
         break;
-      default:  // SIGCHLD, a timeout, EINTR: look again
+      case -1:  // a timeout, EINTR
+      case SIGCHLD:
+      case SIGPIPE:
+      case SIGWINCH:
+      case SIGURG:
+      case SIGTTIN:
+      case SIGTTOU:
+        break;  // look again
+      default:  // anything else ends the group, as SIGTERM does
+        end_group();
         break;
     }
   }

@@ -154,7 +154,8 @@ template <typename T, typename Body>
 Result<T> Engine::locked(Reap reap, Body&& body) {
   if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);
-  if (!acquired) return std::move(acquired).error();
+  // Poisoned or truncated while this call waited for the lock: say why.
+  if (!acquired) return mapping_->lost() ? mapping_->lost_error() : std::move(acquired).error();
   t_wakeups = Wakeups{};  // before a repair, which wakes everyone
   if (*acquired == segment::Acquired::owner_died) {
     if (Result<void> repaired = recover_or_poison(); !repaired) return std::move(repaired).error();
@@ -200,7 +201,7 @@ Result<void> Engine::recover_or_poison() {
   if (repaired) return repaired;
   // Unlocking without marking it consistent makes the lock unrecoverable;
   // the poison word tells every process why, at once, before it waits.
-  mapping_->poison(repaired.error().message);
+  mapping_->poison("repair failed: " + repaired.error().message);
   segment::unlock(*control_);
   return mapping_->lost_error();
 }
@@ -1179,6 +1180,7 @@ Result<void> Engine::repair() {
   if (Result<void> repaired = recover_or_poison(); !repaired) return repaired;
   segment::unlock(*control_);
   wake_noted();
+  if (mapping_->lost()) return mapping_->lost_error();
   return {};
 }
 

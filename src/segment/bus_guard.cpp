@@ -22,9 +22,10 @@ Guarded g_guarded[kGuarded];
 
 std::mutex g_install_mutex;  // guards installation and slot claims
 struct sigaction g_previous {};
-// Handlers running: a previous handler that chains back to this one must
-// not loop.
-std::atomic<int> g_running{0};
+// Set while this thread runs the previous handler: one that chains back to
+// this one must not loop.
+thread_local __attribute__((tls_model("initial-exec"))) bool t_chaining = false;
+std::uintptr_t g_page_bytes = 4096;  // set at the first install, before any fault
 
 void on_sigbus(int signo, siginfo_t* info, void* context);
 
@@ -38,42 +39,51 @@ bool install() {
   action.sa_sigaction = on_sigbus;
   action.sa_flags = SA_SIGINFO | SA_NODEFER;
   sigemptyset(&action.sa_mask);
+  g_page_bytes = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   g_previous = current;
   return ::sigaction(SIGBUS, &action, nullptr) == 0;
 }
 
+// Not ours: the handler installed before decides, or the default action.
 void chain(int signo, siginfo_t* info, void* context) {
-  if (g_running.fetch_add(1) == 0) {
-    if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+  if (!t_chaining) {
+    t_chaining = true;
+    bool handled = true;
+    if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr)
       g_previous.sa_sigaction(signo, info, context);
-      g_running.fetch_sub(1);
-      return;
-    }
-    if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
+    else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN)
       g_previous.sa_handler(signo);
-      g_running.fetch_sub(1);
-      return;
-    }
+    else
+      handled = false;
+    t_chaining = false;
+    if (handled) return;
   }
-  g_running.fetch_sub(1);
-  // The default action: restore it; the access faults again and kills.
-  ::signal(SIGBUS, SIG_DFL);
+  // The default action, now, whether the signal came from a fault or from
+  // kill(2): it kills the process as if no handler had been installed.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  ::sigaction(SIGBUS, &default_action, nullptr);
+  ::raise(SIGBUS);
 }
 
 void on_sigbus(int signo, siginfo_t* info, void* context) {
+  // Only a fault has an address (a signal sent with kill(2) has none).
+  if (info == nullptr || info->si_code <= 0) return chain(signo, info, context);
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
   for (Guarded& g : g_guarded) {
     const std::uintptr_t base = g.base.load(std::memory_order_acquire);
     if (base == 0) continue;
     const std::uint64_t size = g.size.load(std::memory_order_relaxed);
     if (addr < base || addr - base >= size) continue;
-    const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const std::uintptr_t from = addr & ~(page - 1);
+    const std::uintptr_t from = addr & ~(g_page_bytes - 1);
+    // Lost before the zero pages appear: a thread that reads them without
+    // faulting must find the mark when it checks, after.
+    g.lost.load(std::memory_order_relaxed)->store(1, std::memory_order_seq_cst);
     // The rest of the mapping: the file is shorter from here on.
     void* replaced = ::mmap(reinterpret_cast<void*>(from), base + size - from,
                             PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (replaced == MAP_FAILED) break;  // cannot recover: die as SIGBUS would
-    g.lost.load(std::memory_order_relaxed)->store(1, std::memory_order_release);
     return;
   }
   chain(signo, info, context);

@@ -169,6 +169,10 @@ std::uint64_t random_seed() {
 Result<Mapped> build(int fd, const Layout& layout, const std::string& path) {
   if (::ftruncate(fd, static_cast<off_t>(layout.total_bytes)) != 0)
     return errno_error(errno, "size", path);
+  // The magic first: an object of zaris's that died unready is told apart
+  // from any other file, which is never rebuilt.
+  if (::pwrite(fd, &kMagic, sizeof kMagic, 0) != static_cast<ssize_t>(sizeof kMagic))
+    return errno_error(errno == 0 ? EIO : errno, "size", path);
   if (int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(layout.total_bytes)); rc != 0) {
     if (rc == ENOSPC || rc == EFBIG)
       return Error{Errc::no_space, "no room for segment " + path + ": it needs " +
@@ -185,9 +189,21 @@ Result<Mapped> build(int fd, const Layout& layout, const std::string& path) {
 
 // Opens the file read-write, following no symbolic link.
 Result<Descriptor> open_file(const std::string& file, const std::string& path) {
-  int fd = ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK and O_NOCTTY: a FIFO or a terminal at the name is opened
+  // without effect, and refused as not a regular file.
+  int fd = ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return errno_error(errno, "open", path);
   return Descriptor(fd);
+}
+
+// Whether `fd` is still the object named `file` (not one destroyed and
+// replaced since we opened it).
+bool still_named(int fd, const std::string& file) {
+  struct stat opened {
+  }, named{};
+  return ::fstat(fd, &opened) == 0 &&
+         ::fstatat(AT_FDCWD, file.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+         opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
 }
 
 }  // namespace
@@ -220,15 +236,17 @@ Result<std::unique_ptr<Mapping>> Mapping::adopt(std::uint8_t* base, std::uint64_
   return mapping;
 }
 
-Error Mapping::lost_error() const {
+Error Mapping::lost_error() noexcept {
   const auto* h = reinterpret_cast<const Header*>(base_);
+  if (truncated_.load(std::memory_order_acquire) != 0)
+    poison("the file was truncated behind zaris's back");  // a no-op on zero pages
   if (truncated_.load(std::memory_order_acquire) == 0 &&
       h->poisoned.load(std::memory_order_acquire) != 0) {
     char reason[sizeof h->poison_reason + 1] = {};
     std::memcpy(reason, h->poison_reason, sizeof h->poison_reason);
-    return {Errc::corrupt_segment, "segment " + path_ + " is lost: a repair by pid " +
-                                       std::to_string(h->poison_pid) + " failed at " + reason +
-                                       "; destroy it and create it again"};
+    return {Errc::corrupt_segment, "segment " + path_ + " is lost (pid " +
+                                       std::to_string(h->poison_pid) + ": " + reason +
+                                       "); destroy it and create it again"};
   }
   return {Errc::corrupt_segment, "segment " + path_ +
                                      " was truncated behind zaris's back while mapped; destroy it "
@@ -308,21 +326,23 @@ Result<std::unique_ptr<Mapping>> Mapping::create(std::string_view name,
   // that nobody ever opens a half-built segment and a creator that dies
   // leaves nothing behind. Where the file system cannot, it is built in
   // place under an exclusive flock.
-  Descriptor fd(::open(directory_of(file).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, mode));
+  // (Linking an unnamed file goes through /proc/self/fd.)
+  Descriptor fd(::access("/proc/self/fd", X_OK) == 0
+                    ? ::open(directory_of(file).c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, mode)
+                    : -1);
   const bool unnamed = fd.get() >= 0;
-  if (!unnamed) {
-    fd = Descriptor(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
-    if (fd.get() < 0) return errno_error(errno, "create", path);
-    if (::flock(fd.get(), LOCK_EX) != 0) return errno_error(errno, "lock", path);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return errno_error(errno, "stat", path);
-    // Rebuilt by an opener that found it abandoned before we locked it.
-    if (st.st_size != 0) return errno_error(EEXIST, "create", path);
-  }
   auto undo = [&](Error e) {
     if (!unnamed) ::unlink(file.c_str());
     return e;
   };
+  if (!unnamed) {
+    fd = Descriptor(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (fd.get() < 0) return errno_error(errno, "create", path);
+    if (::flock(fd.get(), LOCK_EX) != 0) return undo(errno_error(errno, "lock", path));
+    // An opener that took the flock first found it empty and abandoned, and
+    // replaced it: the name is someone else's now.
+    if (!still_named(fd.get(), file)) return errno_error(EEXIST, "create", path);
+  }
   // The umask may have narrowed the mode: apply it exactly.
   if (::fchmod(fd.get(), mode) != 0) return undo(errno_error(errno, "set the mode of", path));
   auto mapped = build(fd.get(), layout, path);
@@ -343,16 +363,13 @@ struct Found {
   Mapped mapped;              // when ready
   Layout layout;              // when ready
   Descriptor abandoned;       // when abandoned: the object, its flock held
+  bool empty = false;         // when not ready: it has no byte yet
+  bool ours = false;          // when not ready: it bears zaris's magic
   std::uint32_t creator = 0;  // when not ready: the creator pid its header names, if any
 };
 
-// Whether `fd` is still the object named `file` (not one destroyed and
-// replaced since we opened it).
-bool still_named(int fd, const std::string& file) {
-  struct stat opened {
-  }, named{};
-  return ::fstat(fd, &opened) == 0 && ::stat(file.c_str(), &named) == 0 &&
-         opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+Error bad_magic(const std::string& path) {
+  return {Errc::incompatible_segment, "segment " + path + ": not a zaris segment (bad magic)"};
 }
 
 // Maps the object open on `fd` and validates it; not ready while it is
@@ -363,6 +380,7 @@ Result<Found> map_and_validate(int fd, const std::string& path, const ClientOpti
   if (Error e = trust_error(st, path, options); e.code != Errc::ok) return e;
   const auto size = static_cast<std::uint64_t>(st.st_size);
   Found found;
+  found.empty = size == 0;
   if (size == 0) return found;
   if (size < sizeof(Header))
     return Error{Errc::corrupt_segment, "segment " + path +
@@ -372,12 +390,11 @@ Result<Found> map_and_validate(int fd, const std::string& path, const ClientOpti
   if (!mapped) return std::move(mapped).error();
   auto layout = Mapping::validate(mapped->base, size);
   if (layout.code() == Errc::segment_not_ready) {
-    // Unready, as a creator building in place leaves it: all zeros, or our
-    // magic written first. Anything else is some other file, never rebuilt.
+    // A creator building in place sizes the file, then writes the magic
+    // first (build): any other magic is some other file.
     const auto* h = reinterpret_cast<const Header*>(mapped->base);
-    if (h->magic != 0 && h->magic != kMagic)
-      return Error{Errc::incompatible_segment,
-                   "segment " + path + ": not a zaris segment (bad magic)"};
+    if (h->magic != 0 && h->magic != kMagic) return bad_magic(path);
+    found.ours = h->magic == kMagic;
     found.creator = h->creator_pid;
     return found;
   }
@@ -393,9 +410,9 @@ Result<Found> map_and_validate(int fd, const std::string& path, const ClientOpti
 }
 
 // Opens the segment named `name`. An unready one is waited for while its
-// builder holds the flock on it (a creator building in place, or a
-// rebuilder); one nobody holds so is abandoned, returned with its flock
-// held so that exactly one process may rebuild it.
+// builder holds the flock on it (a creator building in place); one nobody
+// holds so is abandoned, returned with its flock held so that exactly one
+// process may replace it.
 Result<Found> open_existing(std::string_view name, const ClientOptions& options) {
   const std::string path = file_of(name);
   auto give_up_at = std::chrono::steady_clock::now() + kReadyWait;
@@ -408,6 +425,9 @@ Result<Found> open_existing(std::string_view name, const ClientOptions& options)
       // Nobody builds it; look again now that nobody can start to.
       found = map_and_validate(fd->get(), path, options);
       if (!found || found->ready) return found;
+      // Sized, but without the magic nobody is writing: not zaris's, so
+      // never replaced.
+      if (!found->empty && !found->ours) return bad_magic(path);
       if (!still_named(fd->get(), path)) continue;  // replaced meanwhile: open the new one
       found->abandoned = std::move(*fd);
       return found;
@@ -419,13 +439,15 @@ Result<Found> open_existing(std::string_view name, const ClientOptions& options)
   }
 }
 
-Error abandoned_error(const std::string& path, std::uint32_t creator) {
-  std::string who =
-      creator != 0 ? "its creator (pid " + std::to_string(creator) + ")" : "its creator";
-  return {Errc::segment_not_ready,
-          "segment " + path + " was never finished: " + who +
-              " died while building it (open_or_create rebuilds it; or destroy it and create it "
-              "again)"};
+Error abandoned_error(const std::string& path, const Found& found) {
+  const std::string what =
+      found.empty ? " is empty (0 bytes): its creator died before sizing it, or it was truncated"
+      : found.creator != 0 ? " was never finished: its creator (pid " +
+                                 std::to_string(found.creator) + ") died while building it"
+                           : " was never finished: its creator died while building it";
+  return {Errc::segment_not_ready, "segment " + path + what +
+                                       " (open_or_create replaces it; or destroy it and create it "
+                                       "again)"};
 }
 
 }  // namespace
@@ -436,7 +458,7 @@ Result<std::unique_ptr<Mapping>> Mapping::open(std::string_view name,
   const std::string path = display_path(name);
   auto found = open_existing(name, options);
   if (!found) return std::move(found).error();
-  if (!found->ready) return abandoned_error(path, found->creator);
+  if (!found->ready) return abandoned_error(path, *found);
   return adopt(found->mapped.release(), found->mapped.size, found->layout, path, true);
 }
 
@@ -455,16 +477,13 @@ Result<std::unique_ptr<Mapping>> Mapping::open_or_create(std::string_view name,
     if (found->ready) {
       return adopt(found->mapped.release(), found->mapped.size, found->layout, path, true);
     }
-    // Abandoned, and ours to rebuild while we hold its flock: in place, so
-    // that whoever opens it by name meanwhile waits for this build.
-    Layout layout;
-    if (!Layout::compute(to_capacities(segment_options), layout))
-      return Error{Errc::invalid_argument, "capacities out of range"};
-    const int fd = found->abandoned.get();
-    if (::ftruncate(fd, 0) != 0) return errno_error(errno, "rebuild", path);
-    auto mapped = build(fd, layout, path);
-    if (!mapped) return std::move(mapped).error();
-    return adopt(mapped->release(), layout.total_bytes, layout, path, true);
+    // Abandoned, and ours to replace while we hold its flock and the name
+    // still stands for it: unlinked, never rebuilt in place, so that a
+    // process still mapping it (truncated behind its back) faults and
+    // learns it is lost rather than finding another segment in its pages.
+    // Then created anew.
+    if (::unlink(file_of(name).c_str()) != 0 && errno != ENOENT)
+      return errno_error(errno, "replace", path);
   }
   return Error{Errc::io_error, "segment " + path + " keeps appearing and vanishing"};
 }

@@ -49,11 +49,14 @@ class Mapping {
   // behind zaris's back (its pages now read as zeros here), or a repair of
   // it failed (its header says poisoned). Cheap: every operation asks.
   bool lost() const noexcept {
-    return truncated_.load(std::memory_order_acquire) != 0 ||
-           reinterpret_cast<const Header*>(base_)->poisoned.load(std::memory_order_acquire) != 0;
+    // The header first: if reading it faults, the mark is set by then.
+    return reinterpret_cast<const Header*>(base_)->poisoned.load(std::memory_order_acquire) != 0 ||
+           truncated_.load(std::memory_order_seq_cst) != 0;
   }
-  // Why it is lost: corrupt_segment with the reason.
-  Error lost_error() const;
+  // Why it is lost: corrupt_segment with the reason. A truncation found here
+  // first poisons the segment too, so that processes whose part of it is
+  // still there learn of it at once.
+  Error lost_error() noexcept;
   // Marks the segment poisoned for every process: a repair failed. REQUIRES:
   // the caller holds the segment lock it could not repair.
   void poison(const std::string& reason) noexcept;

@@ -125,6 +125,14 @@ int unlock_robust(pthread_mutex_t& mutex) noexcept {
   std::uint32_t k = 0;
   while (k < h.count && h.held[k] != &mutex) ++k;
   if (k == h.count) return EPERM;  // not taken here: its links are unknown
+  if (h.head->list.next != entry_of(h.held[h.count - 1])) {
+    // The list is not as recorded (a robust mutex of the application's was
+    // taken since, in a signal handler, say): glibc's own unlink, unguarded,
+    // rather than links restored to wrong values.
+    for (std::uint32_t i = k; i + 1 < h.count; ++i) h.held[i] = h.held[i + 1];
+    --h.count;
+    return pthread_mutex_unlock(&mutex);
+  }
   // Its neighbours by lock order: the older one (or what the list held
   // before ours) and the newer one (or the head).
   void* older = k == 0 ? h.base : entry_of(h.held[k - 1]);

@@ -27,6 +27,8 @@
 using namespace std::chrono_literals;
 using nlohmann::json;
 using zaris::test::eventually;
+using zaris::test::TempDir;
+using zaris::test::TinyTmpfs;
 
 // One counter for the whole test binary (every file includes this header).
 inline int& cli_name_counter() {
@@ -219,17 +221,6 @@ inline std::string lease_of_grant(const Outcome& o) {
   in >> lease >> id;
   return id;
 }
-
-// A scratch directory, removed at the end.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char name[] = "/tmp/zaris-cli-XXXXXX";
-    path = ::mkdtemp(name);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& file) const { return path + "/" + file; }
-};
 
 // The number a command writes to `path`, once it is there (0 after `limit`).
 inline long read_number_when_written(const std::string& path, std::chrono::seconds limit = 30s) {

@@ -26,6 +26,8 @@ using zaris::Client;
 using zaris::ClientOptions;
 using zaris::Errc;
 using zaris::test::small_segment;
+using zaris::test::TempDir;
+using zaris::test::TinyTmpfs;
 using zaris::test::unique_segment_name;
 
 namespace {
@@ -39,17 +41,6 @@ ClientOptions trusting() {
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-// A directory of its own under /tmp, removed with what it holds.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/zaris-test-trust-XXXXXX";
-    BOOST_REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 // Descriptors of this process open on `path`.
 int descriptors_on(const std::string& path) {
@@ -156,15 +147,6 @@ BOOST_AUTO_TEST_CASE(no_descriptor_of_the_segment_stays_open) {
   BOOST_REQUIRE(either.ok());
   BOOST_TEST(descriptors_on(path) == 0);
 }
-
-// A tmpfs of 300 KiB mounted on a directory of its own, unmounted first.
-struct TinyTmpfs {
-  TempDir dir;
-  bool mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=300k") == 0;
-  ~TinyTmpfs() {
-    if (mounted) ::umount2(dir.path.c_str(), MNT_DETACH);
-  }
-};
 
 BOOST_AUTO_TEST_CASE(a_full_file_system_refuses_creation_and_leaves_nothing) {
   TinyTmpfs tmpfs;
@@ -286,8 +268,8 @@ BOOST_AUTO_TEST_CASE(a_failed_repair_poisons_the_segment_for_everyone_at_once) {
   for (auto* c : {&*client, &*other}) {
     auto later = c->get("k");
     BOOST_TEST(later.code() == Errc::corrupt_segment);
-    BOOST_TEST(contains(later.error().message, "repair by pid " + std::to_string(::getpid()) +
-                                                   " failed at segment is corrupt: journal"));
+    BOOST_TEST(contains(later.error().message, "(pid " + std::to_string(::getpid()) +
+                                                   ": repair failed: segment is corrupt: journal"));
     BOOST_TEST(contains(later.error().message, "destroy it and create it again"));
     BOOST_TEST(c->check().code() == Errc::corrupt_segment);
   }
@@ -303,7 +285,7 @@ BOOST_AUTO_TEST_CASE(an_empty_object_left_by_a_dead_creator_is_rebuilt) {
   ::close(fd);
   auto opened = Client::open(name);
   BOOST_TEST(opened.code() == Errc::segment_not_ready);
-  BOOST_TEST(contains(opened.error().message, "never finished"));
+  BOOST_TEST(contains(opened.error().message, "is empty (0 bytes)"));
   auto rebuilt = Client::open_or_create(name, small_segment());
   BOOST_REQUIRE(rebuilt.ok());
   BOOST_REQUIRE(rebuilt->put("k", "v").ok());
@@ -328,6 +310,39 @@ BOOST_AUTO_TEST_CASE(a_file_that_is_not_a_segment_is_never_rebuilt) {
   std::ifstream in(path);
   std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   BOOST_TEST((after == text));
+}
+
+BOOST_AUTO_TEST_CASE(a_file_of_zeros_is_never_replaced) {
+  // Zeros where the magic would be (a disk image, a preallocated file):
+  // not zaris's, whatever its size, so never taken for an unfinished one.
+  TempDir dir;
+  const std::string path = dir.path + "/image";
+  const std::string zeros(1 << 20, '\0');
+  { std::ofstream(path, std::ios::binary) << zeros; }
+  BOOST_TEST(Client::open_or_create(path, small_segment()).code() == Errc::incompatible_segment);
+  BOOST_TEST(Client::open(path).code() == Errc::incompatible_segment);
+  BOOST_TEST(std::filesystem::file_size(path) == zeros.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_segment_emptied_under_its_clients_is_replaced_not_revived) {
+  // Truncated to nothing while a client is attached: open_or_create makes a
+  // new segment under the name, and the old client finds its own lost, never
+  // the new one in its old pages.
+  std::string name = unique_segment_name("emptied");
+  auto old_client = Client::create(name, small_segment());
+  BOOST_REQUIRE(old_client.ok());
+  BOOST_REQUIRE(old_client->put("old", "1").ok());
+  BOOST_REQUIRE(::truncate(("/dev/shm/" + name).c_str(), 0) == 0);
+  auto new_client = Client::open_or_create(name, small_segment());
+  BOOST_REQUIRE(new_client.ok());
+  BOOST_REQUIRE(new_client->put("new", "2").ok());
+  BOOST_TEST(old_client->get("new").code() == Errc::corrupt_segment);
+  BOOST_TEST(old_client->put("old", "3").code() == Errc::corrupt_segment);
+  auto got = new_client->get("old");
+  BOOST_REQUIRE(got.ok());
+  BOOST_TEST(!got->has_value());
+  BOOST_TEST(new_client->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
