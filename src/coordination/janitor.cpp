@@ -113,7 +113,9 @@ class Janitor::Impl {
       const std::uint32_t janitor_seq = janitor.seq.load(std::memory_order_seq_cst);
       auto pass = engine_.janitor_pass();
       if (!pass) {
-        if (pass.code() == Errc::not_owner) {
+        // Not the janitor any more, or a segment lost for good (truncated,
+        // or its repair failed): no pass will ever succeed.
+        if (pass.code() == Errc::not_owner || engine_.segment_lost()) {
           log(pass.error().message + ": stopping");
           running_.store(false, std::memory_order_release);
           return;

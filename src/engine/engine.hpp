@@ -28,6 +28,8 @@ class Engine {
 
   Result<LeaseId> grant(std::chrono::nanoseconds ttl, const GrantOptions& options);
   Result<std::chrono::nanoseconds> keep_alive(LeaseId id);
+  // Whether the segment is lost for good (Mapping::lost).
+  bool segment_lost() const noexcept { return mapping_->lost(); }
   Result<void> revoke(LeaseId id);
   Result<LeaseInfo> time_to_live(LeaseId id, bool with_keys);
   Result<std::vector<LeaseStatus>> list();

@@ -262,6 +262,16 @@ void Mapping::poison(const std::string& reason) noexcept {
   h->poisoned.store(1, std::memory_order_release);
 }
 
+namespace {
+
+Error unknown_time_namespace() {
+  return {Errc::incompatible_segment,
+          "this process left its time namespace (unshare) and has not exec'd since: its "
+          "monotonic clock's offset cannot be known"};
+}
+
+}  // namespace
+
 Result<Layout> Mapping::validate(const std::uint8_t* base, std::uint64_t size) {
   if (size < sizeof(Header))
     return Error{Errc::corrupt_segment, "segment is truncated: smaller than its header"};
@@ -294,7 +304,9 @@ Result<Layout> Mapping::validate(const std::uint8_t* base, std::uint64_t size) {
     return Error{Errc::stale_segment,
                  "segment was created in an earlier boot; its deadlines are meaningless now "
                  "(destroy it and create it again)"};
-  const std::int64_t offset = monotonic_offset_ns();
+  const std::optional<std::int64_t> own_offset = monotonic_offset_ns();
+  if (!own_offset) return unknown_time_namespace();
+  const std::int64_t offset = *own_offset;
   if (h->monotonic_offset_ns != offset)
     return Error{
         Errc::incompatible_segment,
@@ -320,6 +332,7 @@ Result<std::unique_ptr<Mapping>> Mapping::create(std::string_view name,
     return Error{
         Errc::invalid_argument,
         "mode " + mode_text(mode) + " lets its group or others write the segment" + kTrustHint};
+  if (!monotonic_offset_ns()) return unknown_time_namespace();
   const std::string path = display_path(name);
   const std::string file = file_of(name);
   // Built unnamed (O_TMPFILE) and linked under its name only when ready, so
@@ -514,7 +527,7 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
   h->hash_seed = random_seed();
   h->creator_pid = static_cast<std::uint32_t>(self_pid());
   h->lease_slot_bits = layout.lease_slot_bits;
-  h->monotonic_offset_ns = monotonic_offset_ns();
+  h->monotonic_offset_ns = monotonic_offset_ns().value_or(0);
 
   auto* control = reinterpret_cast<Control*>(base + layout.control_offset);
   int rc = init_lock(*control);

@@ -106,7 +106,12 @@ std::uint64_t self_start_time() noexcept {
   return g_self_start_time.load(std::memory_order_relaxed);
 }
 
-std::int64_t monotonic_offset_ns() noexcept {
+std::optional<std::int64_t> monotonic_offset_ns() noexcept {
+  char own[64] = {}, children[64] = {};
+  ssize_t own_len = ::readlink("/proc/self/ns/time", own, sizeof own - 1);
+  ssize_t children_len =
+      ::readlink("/proc/self/ns/time_for_children", children, sizeof children - 1);
+  if (own_len > 0 && children_len > 0 && std::strcmp(own, children) != 0) return std::nullopt;
   char buf[256];
   if (read_small_file("/proc/self/timens_offsets", buf, sizeof buf) <= 0) return 0;
   // Lines of "<clock> <seconds> <nanoseconds>": monotonic and boottime.

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 namespace zaris::segment {
 
@@ -26,7 +27,9 @@ bool process_exists(int pid) noexcept;
 // This process's CLOCK_MONOTONIC offset from the host's, in ns, as its time
 // namespace sets it (/proc/self/timens_offsets; 0 where the kernel has no
 // time namespaces). Processes with different offsets read different
-// monotonic clocks, so they cannot share deadlines.
-std::int64_t monotonic_offset_ns() noexcept;
+// monotonic clocks, so they cannot share deadlines. The file shows the
+// namespace the process's children get: nullopt when that is not its own
+// (it called unshare(CLONE_NEWTIME) and has not exec'd since).
+std::optional<std::int64_t> monotonic_offset_ns() noexcept;
 
 }  // namespace zaris::segment
