@@ -129,8 +129,10 @@ std::uint64_t count_arg(const std::string& text, const char* what, std::uint64_t
   bool overflow = false;
   for (char c : text) {
     if (c < '0' || c > '9') throw Usage{fmt::format("{} '{}' is not a decimal number", what, text)};
-    overflow = overflow || value > (std::numeric_limits<std::uint64_t>::max() - 9) / 10;
-    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    overflow = overflow || value > (kMax - digit) / 10;
+    value = value * 10 + digit;
   }
   if (text.empty()) throw Usage{fmt::format("{} is empty: give a decimal number", what)};
   if (overflow || value < min || value > max)
