@@ -55,7 +55,7 @@ run_configuration() {
   # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
   "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 || status=$?
   # The figures the crash, torture, fuzz and wake tests report, from their logs.
-  grep -hE "^(torture:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \
+  grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \
     "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   echo "=== $name: ctest exited with $status"
   return "$status"
