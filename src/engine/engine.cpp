@@ -152,10 +152,8 @@ std::int64_t Engine::now() const noexcept {
 
 template <typename T, typename Body>
 Result<T> Engine::locked(Reap reap, Body&& body) {
-  if (mapping_->lost()) return mapping_->lost_error();
-  auto acquired = segment::lock(*control_, lock_timeout_);
-  // Poisoned or truncated while this call waited for the lock: say why.
-  if (!acquired) return mapping_->lost() ? mapping_->lost_error() : std::move(acquired).error();
+  auto acquired = acquire();
+  if (!acquired) return std::move(acquired).error();
   t_wakeups = Wakeups{};  // before a repair, which wakes everyone
   if (*acquired == segment::Acquired::owner_died) {
     if (Result<void> repaired = recover_or_poison(); !repaired) return std::move(repaired).error();
@@ -194,6 +192,14 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   if (mapping_->lost()) return mapping_->lost_error();
   if (!result) return Error{Errc::io_error, "out of memory"};
   return std::move(*result);
+}
+
+Result<segment::Acquired> Engine::acquire() {
+  if (mapping_->lost()) return mapping_->lost_error();
+  auto acquired = segment::lock(*control_, lock_timeout_);
+  // Poisoned or truncated while this call waited for the lock: say why.
+  if (!acquired && mapping_->lost()) return mapping_->lost_error();
+  return acquired;
 }
 
 Result<void> Engine::recover_or_poison() {
@@ -1173,8 +1179,7 @@ Result<SegmentInfo> Engine::info() {
 }
 
 Result<void> Engine::repair() {
-  if (mapping_->lost()) return mapping_->lost_error();
-  auto acquired = segment::lock(*control_, lock_timeout_);
+  auto acquired = acquire();
   if (!acquired) return std::move(acquired).error();
   t_wakeups = Wakeups{};
   if (Result<void> repaired = recover_or_poison(); !repaired) return repaired;

@@ -14,6 +14,7 @@
 #include "engine/store.hpp"
 #include "segment/futex.hpp"
 #include "segment/mapping.hpp"
+#include "segment/robust_mutex.hpp"
 #include "zaris/client.hpp"
 #include "zaris/watch.hpp"
 
@@ -124,6 +125,8 @@ class Engine {
 
   std::int64_t now() const noexcept;
   Result<void> recover();
+  // Takes the segment lock; a lost segment (Mapping::lost) is its error.
+  Result<segment::Acquired> acquire();
   // recover(); if it fails, poisons the segment and releases the lock.
   Result<void> recover_or_poison();
   // keep_alive without the lost-segment check.
