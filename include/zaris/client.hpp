@@ -14,6 +14,7 @@
 #include "zaris/lease.hpp"
 #include "zaris/options.hpp"
 #include "zaris/result.hpp"
+#include "zaris/txn.hpp"
 #include "zaris/watch.hpp"
 
 namespace zaris {
@@ -34,6 +35,7 @@ struct SegmentInfo {
   std::uint64_t recoveries = 0;             // repairs after a process died holding the lock
   std::uint32_t processes = 0;              // live registrations (clients that bound a lease)
   std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
+  std::uint64_t max_txn_bytes = 0;          // keys and values one transaction branch may put
 };
 
 // A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,
@@ -69,6 +71,13 @@ class Client {
   Result<RangeResult> get_prefix(std::string_view prefix, const RangeOptions& options = {});
   Result<DeleteResult> del(std::string_view key);
   Result<DeleteResult> del_prefix(std::string_view prefix);
+
+  // Runs a transaction (zaris/txn.hpp): its compares, then one branch, in one
+  // step. A failing operation (a put whose lease is not live, a full key
+  // table) undoes the whole of it and is the call's error.
+  Result<TxnResult> txn(const Txn& txn);
+  // Same, reusing `out`'s buffers.
+  Result<void> txn(const Txn& txn, TxnResult& out);
 
   // Blocks until `key` is gone or its mod revision is no longer
   // `seen_mod_revision` (0: until it exists), or `timeout` passes; returns

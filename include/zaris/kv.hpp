@@ -45,14 +45,25 @@ struct PutResult {
   std::uint64_t revision = 0;  // the store revision this put created
 };
 
+// The order of a range's result.
+enum class RangeOrder : std::uint8_t {
+  key,                       // bytewise by key (the default)
+  create_revision_ascending,   // oldest first: a lock's head is the first
+  create_revision_descending,  // newest first: a waiter's predecessor is the first below it
+};
+
 struct RangeOptions {
   bool keys_only = false;  // leave values empty
   std::size_t limit = 0;   // 0: no limit
+  RangeOrder order = RangeOrder::key;
+  // Only keys created at or after / at or before these revisions (0: no bound).
+  std::uint64_t min_create_revision = 0;
+  std::uint64_t max_create_revision = 0;
 };
 
 struct RangeResult {
   std::uint64_t revision = 0;  // the store revision the read saw
-  std::vector<KeyValue> kvs;   // sorted by key (bytewise)
+  std::vector<KeyValue> kvs;   // in the order asked for (by key unless told)
   bool more = false;           // the limit cut the result short
 };
 

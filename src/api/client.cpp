@@ -75,6 +75,16 @@ Result<DeleteResult> Client::del_prefix(std::string_view prefix) {
   return impl_->engine.del(prefix, true);
 }
 
+Result<TxnResult> Client::txn(const Txn& txn) {
+  TxnResult out;
+  if (auto done = impl_->engine.txn(txn, out); !done) return std::move(done).error();
+  return out;
+}
+
+Result<void> Client::txn(const Txn& txn, TxnResult& out) {
+  return impl_->engine.txn(txn, out);
+}
+
 Result<SegmentInfo> Client::info() {
   return impl_->engine.info();
 }

@@ -1,5 +1,7 @@
 #include "engine/engine.hpp"
 
+#include "engine/frame.hpp"
+
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -44,16 +46,6 @@ constexpr std::uint32_t kKeysPerTx = 32;
 // Keys a janitor round (or a registration that finds the table full) releases.
 constexpr std::uint32_t kJanitorKeyBudget = 1024;
 
-// Channels an operation changed: bumped as it goes, woken after it unlocks.
-struct Wakeups {
-  std::uint64_t keys[segment::kKeyChannels / 64] = {};
-  bool events = false;
-  bool registry = false;
-  bool janitor = false;
-  bool any = false;  // any of the above
-};
-thread_local Wakeups t_wakeups;
-
 std::int64_t real_now() {
   return MonotonicClock().now_ns();
 }
@@ -70,15 +62,6 @@ bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_d
 #else
 #error "keep_alive needs a 16-byte compare-and-swap on this architecture"
 #endif
-}
-
-Result<void> check_key(std::string_view key, const segment::Layout& layout) {
-  if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
-  if (key.size() > layout.caps.max_key_bytes)
-    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
-                                      " bytes; this segment allows " +
-                                      std::to_string(layout.caps.max_key_bytes)};
-  return {};
 }
 
 std::string lease_text(LeaseId id) {
@@ -150,50 +133,6 @@ std::int64_t Engine::now() const noexcept {
   return t < 0 ? 0 : t;  // deadlines are unsigned: time starts at zero
 }
 
-template <typename T, typename Body>
-Result<T> Engine::locked(Reap reap, Body&& body) {
-  auto acquired = acquire();
-  if (!acquired) return std::move(acquired).error();
-  t_wakeups = Wakeups{};  // before a repair, which wakes everyone
-  if (*acquired == segment::Acquired::owner_died) {
-    if (Result<void> repaired = recover_or_poison(); !repaired) return std::move(repaired).error();
-  }
-  Tx tx(mapping_->base(), layout_);
-  std::optional<Result<T>> result;
-  (void)store_.take_noticed();  // only what this operation meets counts
-  try {
-    std::int64_t t = now();
-    if (store_.journal().intent_kind != kIntentNone) finish_intent(tx, t);
-    if (reap == Reap::yes) reap_due(tx, t);
-    result.emplace(body(tx, t));
-    if (result->ok()) {
-      tx.commit();
-    } else {
-      tx.rollback();
-    }
-  } catch (TxAbort& abort) {
-    tx.rollback();
-    result.emplace(Error{abort.code, std::move(abort.message)});
-  } catch (...) {
-    // Out of memory building a result: undo, and never leave the lock held.
-    tx.rollback();
-    result.reset();
-  }
-  try {
-    epilogue(tx);
-  } catch (...) {
-    tx.rollback();  // its work is left for a later operation
-  }
-  // A death here, committed but still holding the lock, must leave "after".
-  segment::crash::step();
-  segment::unlock(*control_);
-  wake_noted();
-  // Truncated under us: what it read and wrote was zero pages of its own.
-  if (mapping_->lost()) return mapping_->lost_error();
-  if (!result) return Error{Errc::io_error, "out of memory"};
-  return std::move(*result);
-}
-
 Result<segment::Acquired> Engine::acquire() {
   if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);
@@ -202,8 +141,8 @@ Result<segment::Acquired> Engine::acquire() {
   return acquired;
 }
 
-Result<void> Engine::recover_or_poison() {
-  Result<void> repaired = recover();
+Result<void> Engine::recover_or_poison(Op& tx) {
+  Result<void> repaired = recover(tx);
   if (repaired) return repaired;
   // Unlocking without marking it consistent makes the lock unrecoverable;
   // the poison word tells every process why, at once, before it waits.
@@ -212,9 +151,8 @@ Result<void> Engine::recover_or_poison() {
   return mapping_->lost_error();
 }
 
-Result<void> Engine::recover() {
+Result<void> Engine::recover(Op& tx) {
   if (auto replayed = segment::replay(mapping_->base(), layout_); !replayed) return replayed;
-  Tx tx(mapping_->base(), layout_);
   try {
     // A revoke that died between sealing its lease and reaping it: move such
     // leases to the top of the heap so the next operation reaps them.
@@ -238,7 +176,7 @@ Result<void> Engine::recover() {
     tx.set(st.recoveries, st.recoveries + 1);
     tx.commit();
     // The dead holder may have bumped channels without waking anyone.
-    note_all();
+    note_all(tx);
   } catch (TxAbort& abort) {
     tx.rollback();
     return Error{abort.code, std::move(abort.message)};
@@ -271,7 +209,7 @@ std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
              : segment::kReasonExpired;
 }
 
-void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
+void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
                   std::uint64_t revision) {
   segment::EventRingHeader& ring = *ring_;
   const std::uint64_t capacity = layout_.caps.max_events;
@@ -305,10 +243,10 @@ void Engine::emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   std::memcpy(data, name.data(), name.size());
   if (!value.empty()) std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
   tx.set(ring.head, index + 1);
-  bump(channels_->events, t_wakeups.events);
+  bump(tx, channels_->events, tx.wakeups.events);
 }
 
-void Engine::bump(segment::Channel& channel, bool& noted) {
+void Engine::bump(Op& tx, segment::Channel& channel, bool& noted) {
   // A waiter counts itself a sleeper before it reads `seq` and checks its
   // condition under the lock we hold. So if nobody is counted now, any
   // waiter will check after our commit and see the change: no bump, no
@@ -316,7 +254,7 @@ void Engine::bump(segment::Channel& channel, bool& noted) {
   if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
   channel.seq.fetch_add(1, std::memory_order_seq_cst);
   noted = true;
-  t_wakeups.any = true;
+  tx.wakeups.any = true;
 }
 
 void Engine::wake_janitor_now(segment::Channel& channel) {
@@ -329,40 +267,41 @@ void Engine::wake_janitor_now(segment::Channel& channel) {
   segment::futex_wake_all(channel.seq);
 }
 
-void Engine::note_key(std::string_view key) {
-  note_key_hash(store_.hash32(key));
+void Engine::note_key(Op& tx, std::string_view key) {
+  note_key_hash(tx, store_.hash32(key));
 }
 
-void Engine::note_key_hash(std::uint32_t hash) {
+void Engine::note_key_hash(Op& tx, std::uint32_t hash) {
   std::uint32_t channel = hash % segment::kKeyChannels;
   bool noted = false;
-  bump(channels_->keys[channel], noted);
-  if (noted) t_wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
+  bump(tx, channels_->keys[channel], noted);
+  if (noted) tx.wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
 }
 
-void Engine::note_all() {
-  for (auto& word : t_wakeups.keys) word = ~std::uint64_t{0};
-  t_wakeups.events = true;
-  t_wakeups.registry = true;
-  t_wakeups.janitor = true;
-  t_wakeups.any = true;
+void Engine::note_all(Op& tx) {
+  Wakeups& w = tx.wakeups;
+  for (auto& word : w.keys) word = ~std::uint64_t{0};
+  w.events = true;
+  w.registry = true;
+  w.janitor = true;
+  w.any = true;
   for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->janitor.seq.fetch_add(1, std::memory_order_seq_cst);
 }
 
-void Engine::wake_noted() {
-  if (!t_wakeups.any) return;
+void Engine::wake_noted(Wakeups& noted) {
+  if (!noted.any) return;
   for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
-    for (std::uint64_t bits = t_wakeups.keys[word]; bits != 0; bits &= bits - 1)
+    for (std::uint64_t bits = noted.keys[word]; bits != 0; bits &= bits - 1)
       segment::futex_wake_all(
           channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq);
   }
-  if (t_wakeups.events) segment::futex_wake_all(channels_->events.seq);
-  if (t_wakeups.registry) segment::futex_wake_all(channels_->registry.seq);
-  if (t_wakeups.janitor) segment::futex_wake_all(channels_->janitor.seq);
-  t_wakeups = Wakeups{};
+  if (noted.events) segment::futex_wake_all(channels_->events.seq);
+  if (noted.registry) segment::futex_wake_all(channels_->registry.seq);
+  if (noted.janitor) segment::futex_wake_all(channels_->janitor.seq);
+  noted = Wakeups{};
 }
 std::int64_t Engine::liveness_deadline() const {
   // Sleepers look again at least this often, whatever they wait for: a writer
@@ -437,7 +376,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   if (count == 0 || count > kMaxWatched)
     return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
   for (std::size_t i = 0; i < count; ++i)
-    if (auto bad = check_key(keys[i].key, layout_); !bad) return std::move(bad).error();
+    if (auto bad = check_key(keys[i].key); !bad) return std::move(bad).error();
   const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   // Each key's channel (the same channel once), and the liveness word of each
   // bound lease's owner: a death wakes us too.
@@ -473,7 +412,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
       sleepers[c].emplace(*channels[c]);
       seqs[c] = sleepers[c]->seq();
     }
-    auto seen = locked<Seen>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Seen> {
+    auto seen = locked<Seen>(Reap::no, [&](Op&, std::int64_t now) -> Result<Seen> {
       Seen out;
       out.now = now;
       for (std::size_t i = 0; i < count && !out.changed; ++i) {
@@ -549,7 +488,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     Sleeper sleeper(channels_->events);
     std::uint32_t seq = sleeper.seq();
     // Reap::yes: an expiry nobody touched becomes DELETE events now.
-    auto batch = locked<Batch>(Reap::yes, [&](Tx&, std::int64_t now) -> Result<Batch> {
+    auto batch = locked<Batch>(Reap::yes, [&](Op&, std::int64_t now) -> Result<Batch> {
       segment::EventRingHeader& ring = *ring_;
       const std::uint64_t head = ring.head;
       const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
@@ -631,7 +570,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
 
 // ---------------------------------------------------------------- reaping
 
-bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
+bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   LeaseSlot& l = store_.lease(slot);
   if (!segment::deadline_ended(l.deadline_ns.load(std::memory_order_acquire)))
     abort_corrupt("reaping a lease that is not dead");
@@ -660,7 +599,7 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
         tx.set(l.end_revision, st.revision);
       }
       emit(tx, segment::kEventDelete, reason, k, l.end_revision);
-      note_key(store_.key_bytes(k));
+      note_key(tx, store_.key_bytes(k));
     }
     store_.remove_key(tx, l.key_head);
     --key_budget;
@@ -671,7 +610,7 @@ bool Engine::reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   return true;
 }
 
-void Engine::reap_due(Tx& tx, std::int64_t now) {
+void Engine::reap_due(Op& tx, std::int64_t now) {
   const StoreState& st = store_.state();
   if (st.dying_processes == 0 &&
       (st.heap_size == 0 || store_.heap(0).deadline_ns > static_cast<std::uint64_t>(now)))
@@ -682,7 +621,7 @@ void Engine::reap_due(Tx& tx, std::int64_t now) {
   reap_expired(tx, now, leases, keys);
 }
 
-std::uint32_t Engine::reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases,
+std::uint32_t Engine::reap_expired(Op& tx, std::int64_t now, std::uint32_t& leases,
                                    std::uint32_t& keys) {
   StoreState& st = store_.state();
   std::uint32_t reaped = 0;
@@ -709,7 +648,7 @@ std::uint32_t Engine::reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leas
   return reaped;
 }
 
-bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget) {
+bool Engine::delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget) {
   segment::JournalHeader& j = store_.journal();
   const std::uint32_t prefix_len = segment::read_once(j.intent_key_len);
   if (prefix_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
@@ -718,18 +657,14 @@ bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget)
   std::uint32_t victims[kKeysPerTx];
   budget = std::min(budget, kKeysPerTx);
   std::uint32_t found = 0;
-  std::uint64_t steps = 0;
-  for (std::uint32_t s = store_.lower_bound(prefix); s != kNone && found < budget;
-       s = store_.next_key(s)) {
-    if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
-    const KeySlotHeader& k = store_.key(s);
-    if (!store_.key_bytes(k).starts_with(prefix)) break;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (store_.key_visible(k, now)) victims[found++] = s;
-  }
+    return found < budget;
+  });
   for (std::uint32_t i = 0; i < found; ++i) {
     const KeySlotHeader& k = store_.key(victims[i]);
     emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, j.intent_revision);
-    note_key(store_.key_bytes(k));
+    note_key(tx, store_.key_bytes(k));
     store_.remove_key(tx, victims[i]);
   }
   bool done = found < budget;
@@ -738,7 +673,7 @@ bool Engine::delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget)
   return done;
 }
 
-void Engine::finish_intent(Tx& tx, std::int64_t now) {
+void Engine::finish_intent(Op& tx, std::int64_t now) {
   if (store_.journal().intent_kind != kIntentDeletePrefix) abort_corrupt("unknown intent");
   while (!delete_prefix_batch(tx, now, kKeysPerTx)) {
   }
@@ -757,7 +692,7 @@ Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& 
     owner = reg_slot_;
     owner_generation = reg_generation_;
   }
-  return locked<LeaseId>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<LeaseId> {
+  return locked<LeaseId>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<LeaseId> {
     if (owner != kNone) {
       const ProcessSlot& p = store_.process(owner);
       if (p.generation != owner_generation || !store_.process_alive(p))
@@ -813,7 +748,7 @@ Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {
 }
 
 Result<void> Engine::revoke(LeaseId id) {
-  return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
+  return locked<void>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<void> {
     std::uint32_t slot = kNone;
     LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
@@ -824,7 +759,7 @@ Result<void> Engine::revoke(LeaseId id) {
   });
 }
 
-bool Engine::revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now) {
+bool Engine::revoke_slot(Op& tx, std::uint32_t slot, std::int64_t now) {
   LeaseSlot& l = store_.lease(slot);
   // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
   tx.set_atomic(l.flags, l.flags | segment::kLeaseRevoked);
@@ -845,7 +780,7 @@ bool Engine::revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now) {
 }
 
 Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
-  return locked<LeaseInfo>(Reap::no, [&](Tx&, std::int64_t now) -> Result<LeaseInfo> {
+  return locked<LeaseInfo>(Reap::no, [&](Op&, std::int64_t now) -> Result<LeaseInfo> {
     std::uint32_t slot = kNone;
     LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
@@ -873,7 +808,7 @@ Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
 
 Result<std::vector<LeaseStatus>> Engine::list() {
   using Out = std::vector<LeaseStatus>;
-  return locked<Out>(Reap::no, [&](Tx&, std::int64_t now) -> Result<Out> {
+  return locked<Out>(Reap::no, [&](Op&, std::int64_t now) -> Result<Out> {
     Out out;
     std::uint32_t size = store_.state().heap_size;
     if (size > layout_.caps.max_leases) abort_corrupt("heap size");
@@ -908,8 +843,17 @@ void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const 
   out.version = k.version;
 }
 
+Result<void> Engine::check_key(std::string_view key) const {
+  if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
+  if (key.size() > layout_.caps.max_key_bytes)
+    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
+                                      " bytes; this segment allows " +
+                                      std::to_string(layout_.caps.max_key_bytes)};
+  return {};
+}
+
 Result<void> Engine::check_put(std::string_view key, std::string_view value) const {
-  if (auto bad = check_key(key, layout_); !bad) return bad;
+  if (auto bad = check_key(key); !bad) return bad;
   if (value.size() > layout_.caps.max_value_bytes)
     return Error{Errc::too_large, "value is " + std::to_string(value.size()) +
                                       " bytes; this segment allows " +
@@ -919,14 +863,15 @@ Result<void> Engine::check_put(std::string_view key, std::string_view value) con
 
 Result<PutResult> Engine::put(std::string_view key, std::string_view value, const Put& options) {
   if (auto bad = check_put(key, value); !bad) return std::move(bad).error();
-  return locked<PutResult>(Reap::yes, [&](Tx& tx, std::int64_t now) {
-    return put_locked(tx, now, key, value, options);
+  return locked<PutResult>(Reap::yes, [&](Op& tx, std::int64_t now) {
+    WriteRevision revision;
+    return put_locked(tx, now, key, value, options, revision);
   });
 }
 
-Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view key,
+Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view key,
                                      std::string_view value, const Put& options,
-                                     std::uint32_t* slot_out) {
+                                     WriteRevision& write_revision, std::uint32_t* slot_out) {
   std::uint64_t lease_id = options.lease.value();
   if (lease_id != 0) {
     std::uint32_t lease_slot = kNone;
@@ -953,13 +898,17 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
   if (probe.slot != kNone && !exists && !vacant) {
     // The key died with its lease and was not reaped yet: its DELETE comes
     // first, in a revision of its own.
+    // (In a transaction that wrote already, it shares the transaction's.)
     const KeySlotHeader& old = store_.key(probe.slot);
-    tx.set(st.revision, st.revision + 1);
+    std::uint64_t at = write_revision.value;
+    if (at == 0) {
+      tx.set(st.revision, st.revision + 1);
+      at = st.revision;
+    }
     emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
-         old, st.revision);
+         old, at);
   }
-  std::uint64_t revision = st.revision + 1;
-  tx.set(st.revision, revision);
+  const std::uint64_t revision = take_revision(tx, write_revision);
   std::uint32_t slot = probe.slot;
   if (slot == kNone) {
     slot = store_.insert_key(tx, probe, key, revision);
@@ -986,7 +935,7 @@ Result<PutResult> Engine::put_locked(Tx& tx, std::int64_t now, std::string_view 
   }
   store_.set_key_lease(tx, slot, lease_id);
   emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
-  note_key_hash(probe.hash32);
+  note_key_hash(tx, probe.hash32);
   if (slot_out != nullptr) *slot_out = slot;
   return PutResult{revision};
 }
@@ -1046,11 +995,11 @@ Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
 
 Result<Engine::QueueView> Engine::queue_view(std::string_view prefix, std::string_view key,
                                              QueueMember member) {
-  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+  if (auto bad = check_key(key); !bad) return std::move(bad).error();
   if (!key.starts_with(prefix))
     return Error{Errc::invalid_argument,
                  "key " + std::string(key) + " is not under " + std::string(prefix)};
-  return locked<QueueView>(Reap::no, [&](Tx&, std::int64_t now) -> Result<QueueView> {
+  return locked<QueueView>(Reap::no, [&](Op&, std::int64_t now) -> Result<QueueView> {
     return view_locked(now, prefix, key, member, kNone);
   });
 }
@@ -1062,9 +1011,10 @@ Result<Engine::QueueView> Engine::put_and_view(std::string_view key, std::string
   if (!key.starts_with(prefix))
     return Error{Errc::invalid_argument,
                  "key " + std::string(key) + " is not under " + std::string(prefix)};
-  return locked<QueueView>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<QueueView> {
+  return locked<QueueView>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<QueueView> {
     std::uint32_t slot = kNone;
-    auto put = put_locked(tx, now, key, value, options, &slot);
+    WriteRevision revision;
+    auto put = put_locked(tx, now, key, value, options, revision, &slot);
     if (!put) return std::move(put).error();
     QueueView view = view_locked(now, prefix, key, member, slot);
     // A keep-alive (without the lock) may have found the lease past its
@@ -1076,8 +1026,8 @@ Result<Engine::QueueView> Engine::put_and_view(std::string_view key, std::string
 }
 
 Result<bool> Engine::get(std::string_view key, KeyValue& out) {
-  if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
-  return locked<bool>(Reap::no, [&](Tx&, std::int64_t now) -> Result<bool> {
+  if (auto bad = check_key(key); !bad) return std::move(bad).error();
+  return locked<bool>(Reap::no, [&](Op&, std::int64_t now) -> Result<bool> {
     Store::Probe probe = store_.find(key);
     if (probe.slot == kNone) return false;
     const KeySlotHeader& k = store_.key(probe.slot);
@@ -1088,53 +1038,82 @@ Result<bool> Engine::get(std::string_view key, KeyValue& out) {
 }
 
 Result<RangeResult> Engine::range(std::string_view prefix, const RangeOptions& options) {
-  return locked<RangeResult>(Reap::no, [&](Tx&, std::int64_t now) -> Result<RangeResult> {
+  if (options.order > RangeOrder::create_revision_descending)
+    return Error{Errc::invalid_argument, "unknown range order"};
+  return locked<RangeResult>(Reap::no, [&](Op&, std::int64_t now) -> Result<RangeResult> {
     RangeResult result;
     result.revision = store_.state().revision;
-    if (prefix.size() > layout_.caps.max_key_bytes) return result;
-    std::uint64_t steps = 0;
-    for (std::uint32_t s = store_.lower_bound(prefix); s != kNone; s = store_.next_key(s)) {
-      if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
-      const KeySlotHeader& k = store_.key(s);
-      if (!store_.key_bytes(k).starts_with(prefix)) break;
-      if (!store_.key_visible(k, now)) continue;
-      if (options.limit != 0 && result.kvs.size() >= options.limit) {
-        result.more = true;
-        break;
-      }
-      fill(k, result.kvs.emplace_back(), !options.keys_only);
-    }
+    result.kvs.resize(range_locked(now, prefix, options, result.kvs, result.more));
     return result;
   });
 }
 
+std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
+                                 const RangeOptions& options, std::vector<KeyValue>& out,
+                                 bool& more) {
+  more = false;
+  if (prefix.size() > layout_.caps.max_key_bytes) return 0;
+  std::size_t n = 0;
+  auto take = [&](const KeySlotHeader& k) {
+    if (n == out.size()) out.emplace_back();
+    fill(k, out[n++], !options.keys_only);
+  };
+  const std::uint64_t min_created = options.min_create_revision;
+  const std::uint64_t max_created =
+      options.max_create_revision == 0 ? ~std::uint64_t{0} : options.max_create_revision;
+  const bool by_key = options.order == RangeOrder::key;
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> found;  // by create revision
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (k.create_revision < min_created || k.create_revision > max_created) return true;
+    if (!store_.key_visible(k, now)) return true;
+    if (!by_key) {
+      found.emplace_back(k.create_revision, s);
+      return true;
+    }
+    if (options.limit != 0 && n >= options.limit) {
+      more = true;
+      return false;
+    }
+    take(k);
+    return true;
+  });
+  if (by_key) return n;
+  const std::size_t kept =
+      options.limit != 0 && found.size() > options.limit ? options.limit : found.size();
+  more = kept < found.size();
+  auto oldest_first = [](const auto& a, const auto& b) { return a.first < b.first; };
+  auto newest_first = [](const auto& a, const auto& b) { return a.first > b.first; };
+  if (options.order == RangeOrder::create_revision_ascending) {
+    std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(kept), found.end(),
+                      oldest_first);
+  } else {
+    std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(kept), found.end(),
+                      newest_first);
+  }
+  for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].second));
+  return n;
+}
+
 Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
   if (!prefix) {
-    if (auto bad = check_key(key, layout_); !bad) return std::move(bad).error();
+    if (auto bad = check_key(key); !bad) return std::move(bad).error();
   }
-  return locked<DeleteResult>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<DeleteResult> {
+  return locked<DeleteResult>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<DeleteResult> {
     StoreState& st = store_.state();
     DeleteResult result{st.revision, 0};
     if (key.size() > layout_.caps.max_key_bytes) return result;
     if (!prefix) {
-      Store::Probe probe = store_.find(key);
-      if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return result;
-      tx.set(st.revision, st.revision + 1);
-      emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot), st.revision);
-      note_key_hash(probe.hash32);
-      store_.vacate_key(tx, probe.slot);
-      return DeleteResult{st.revision, 1};
+      WriteRevision revision;
+      if (!delete_key_locked(tx, now, key, revision)) return result;
+      return DeleteResult{revision.value, 1};
     }
     // Is there anything to delete? Then record the intent, so that a holder
     // killed half-way leaves the rest to whoever takes the lock next.
     bool any = false;
-    std::uint64_t steps = 0;
-    for (std::uint32_t s = store_.lower_bound(key); s != kNone && !any; s = store_.next_key(s)) {
-      if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
-      const KeySlotHeader& k = store_.key(s);
-      if (!store_.key_bytes(k).starts_with(key)) break;
+    store_.for_each_under(key, [&](std::uint32_t, const KeySlotHeader& k) {
       any = store_.key_visible(k, now);
-    }
+      return !any;
+    });
     if (!any) return result;
     segment::JournalHeader& j = store_.journal();
     tx.set(st.revision, st.revision + 1);
@@ -1151,8 +1130,44 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
   });
 }
 
+bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
+                               WriteRevision& revision) {
+  Store::Probe probe = store_.find(key);
+  if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return false;
+  emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot),
+       take_revision(tx, revision));
+  note_key_hash(tx, probe.hash32);
+  store_.vacate_key(tx, probe.slot);
+  return true;
+}
+
+std::uint64_t Engine::delete_prefix_locked(Op& tx, std::int64_t now, std::string_view prefix,
+                                           WriteRevision& revision) {
+  if (prefix.size() > layout_.caps.max_key_bytes) return 0;
+  std::uint64_t deleted = 0;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (store_.key_visible(k, now)) {
+      emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, take_revision(tx, revision));
+      note_key(tx, store_.key_bytes(k));
+      store_.remove_key(tx, s);
+      ++deleted;
+    }
+    return true;
+  });
+  return deleted;
+}
+
+std::uint64_t Engine::take_revision(Op& tx, WriteRevision& revision) {
+  if (revision.value == 0) {
+    StoreState& st = store_.state();
+    revision.value = st.revision + 1;
+    tx.set(st.revision, revision.value);
+  }
+  return revision.value;
+}
+
 Result<SegmentInfo> Engine::info() {
-  return locked<SegmentInfo>(Reap::no, [&](Tx&, std::int64_t) -> Result<SegmentInfo> {
+  return locked<SegmentInfo>(Reap::no, [&](Op&, std::int64_t) -> Result<SegmentInfo> {
     const StoreState& st = store_.state();
     SegmentInfo info;
     info.path = mapping_->path();
@@ -1174,6 +1189,7 @@ Result<SegmentInfo> Engine::info() {
     info.leases_used = st.lease_count;
     info.keys_used = st.key_count - std::min(st.vacant_count, st.key_count);
     info.recoveries = st.recoveries;
+    info.max_txn_bytes = max_txn_bytes();
     return info;
   });
 }
@@ -1181,17 +1197,17 @@ Result<SegmentInfo> Engine::info() {
 Result<void> Engine::repair() {
   auto acquired = acquire();
   if (!acquired) return std::move(acquired).error();
-  t_wakeups = Wakeups{};
-  if (Result<void> repaired = recover_or_poison(); !repaired) return repaired;
+  Op tx(mapping_->base(), layout_);
+  if (Result<void> repaired = recover_or_poison(tx); !repaired) return repaired;
   segment::unlock(*control_);
-  wake_noted();
+  wake_noted(tx.wakeups);
   if (mapping_->lost()) return mapping_->lost_error();
   return {};
 }
 
 Result<std::vector<std::string>> Engine::check() {
   using Out = std::vector<std::string>;
-  return locked<Out>(Reap::no, [&](Tx&, std::int64_t) -> Result<Out> { return check_locked(); });
+  return locked<Out>(Reap::no, [&](Op&, std::int64_t) -> Result<Out> { return check_locked(); });
 }
 
 }  // namespace zaris::engine
@@ -1220,7 +1236,7 @@ Engine::~Engine() {
   stop_liveness();
 }
 
-void Engine::epilogue(Tx& tx) {
+void Engine::epilogue(Op& tx) {
   Store::Noticed dead = store_.take_noticed();
   if (dead.count > 0) {
     for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
@@ -1245,7 +1261,7 @@ void Engine::epilogue(Tx& tx) {
   wake_janitor_now(channels_->janitor);
 }
 
-void Engine::mark_dying(Tx& tx, std::uint32_t process) {
+void Engine::mark_dying(Op& tx, std::uint32_t process) {
   ProcessSlot& p = store_.process(process);
   if (p.state != segment::kProcessLive || store_.process_alive(p)) return;
   StoreState& st = store_.state();
@@ -1257,7 +1273,7 @@ void Engine::mark_dying(Tx& tx, std::uint32_t process) {
   wake_janitor_now(channels_->registry);
 }
 
-bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* released) {
+bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released) {
   StoreState& st = store_.state();
   for (std::uint32_t i = 0; i < layout_.caps.max_processes && st.dying_processes > 0; ++i) {
     ProcessSlot& p = store_.process(i);
@@ -1292,7 +1308,7 @@ bool Engine::release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* rel
 }
 
 Result<std::uint32_t> Engine::register_locked() {
-  return locked<std::uint32_t>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<std::uint32_t> {
+  return locked<std::uint32_t>(Reap::yes, [&](Op& tx, std::int64_t) -> Result<std::uint32_t> {
     StoreState& st = store_.state();
     const std::uint32_t capacity = layout_.caps.max_processes;
     // Takes the liveness mutex of a slot; false if it cannot be taken (held by
@@ -1361,7 +1377,7 @@ Result<std::uint32_t> Engine::register_locked() {
 }
 
 void Engine::deregister_locked() {
-  (void)locked<void>(Reap::yes, [&](Tx& tx, std::int64_t now) -> Result<void> {
+  (void)locked<void>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<void> {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
       (void)segment::unlock_robust(p.alive);
@@ -1484,7 +1500,7 @@ Result<void> Engine::claim_janitor() {
     mine = reg_slot_;
     generation = reg_generation_;
   }
-  return locked<void>(Reap::yes, [&](Tx& tx, std::int64_t) -> Result<void> {
+  return locked<void>(Reap::yes, [&](Op& tx, std::int64_t) -> Result<void> {
     StoreState& st = store_.state();
     if (st.janitor_slot == mine && st.janitor_generation == generation) {
       if (janitor_active_.load(std::memory_order_acquire))
@@ -1520,7 +1536,7 @@ Result<void> Engine::resign_janitor() {
   }
   if (mine == kNone) return {};
   // Cleared under the segment lock, which claim_janitor reads it under too.
-  auto resigned = locked<void>(Reap::no, [&](Tx& tx, std::int64_t) -> Result<void> {
+  auto resigned = locked<void>(Reap::no, [&](Op& tx, std::int64_t) -> Result<void> {
     janitor_active_.store(false, std::memory_order_release);
     StoreState& st = store_.state();
     if (st.janitor_slot != mine) return {};
@@ -1542,7 +1558,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
     mine = reg_slot_;
     generation = reg_generation_;
   }
-  return locked<JanitorPass>(Reap::no, [&](Tx& tx, std::int64_t now) -> Result<JanitorPass> {
+  return locked<JanitorPass>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<JanitorPass> {
     StoreState& st = store_.state();
     if (mine == kNone || st.janitor_slot != mine || st.janitor_generation != generation)
       return Error{Errc::not_owner, "this client is no longer the segment's janitor"};

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/operation.hpp"
 #include "engine/store.hpp"
 #include "segment/futex.hpp"
 #include "segment/mapping.hpp"
@@ -40,6 +41,8 @@ class Engine {
   Result<RangeResult> range(std::string_view prefix, const RangeOptions& options);
   Result<DeleteResult> del(std::string_view key, bool prefix);
   Result<SegmentInfo> info();
+  // A transaction (zaris/txn.hpp), into `out` (its buffers reused). txn.cpp.
+  Result<void> txn(const Txn& txn, TxnResult& out);
 
   // A queue of keys under a prefix, as the coordination recipes keep one:
   // the live keys `member` accepts, first come (lowest create revision)
@@ -124,51 +127,74 @@ class Engine {
   Result<T> locked(Reap reap, Body&& body);
 
   std::int64_t now() const noexcept;
-  Result<void> recover();
+  Result<void> recover(Op& tx);
   // Takes the segment lock; a lost segment (Mapping::lost) is its error.
   Result<segment::Acquired> acquire();
   // recover(); if it fails, poisons the segment and releases the lock.
-  Result<void> recover_or_poison();
+  Result<void> recover_or_poison(Op& tx);
   // keep_alive without the lost-segment check.
   Result<std::chrono::nanoseconds> renew(LeaseId id);
+  // A key the segment accepts (not empty, not too long), or why not.
+  Result<void> check_key(std::string_view key) const;
   // A key and value put() accepts, or why not.
   Result<void> check_put(std::string_view key, std::string_view value) const;
+  // The revision every write of one operation shares: taken (the store's
+  // revision + 1) at its first write, so that an operation that changes
+  // nothing takes none.
+  struct WriteRevision {
+    std::uint64_t value = 0;  // 0 until taken
+  };
+  std::uint64_t take_revision(Op& tx, WriteRevision& revision);
   // The bodies of put() and queue_view(), under the lock.
   // `slot_out`, if given, receives the key's slot.
-  Result<PutResult> put_locked(Tx& tx, std::int64_t now, std::string_view key,
+  Result<PutResult> put_locked(Op& tx, std::int64_t now, std::string_view key,
                                std::string_view value, const Put& options,
-                               std::uint32_t* slot_out = nullptr);
+                               WriteRevision& revision, std::uint32_t* slot_out = nullptr);
+  // Live keys under `prefix` as `options` asks, into out[0..); returns how many
+  // (out is grown as needed, never shrunk); `more` when the limit cut them short.
+  std::size_t range_locked(std::int64_t now, std::string_view prefix, const RangeOptions& options,
+                           std::vector<KeyValue>& out, bool& more);
+  // Deletes the live key (vacating its slot) at `revision`; whether it lived.
+  bool delete_key_locked(Op& tx, std::int64_t now, std::string_view key, WriteRevision& revision);
+  // Deletes every live key under `prefix` at `revision`, in this transaction;
+  // returns how many.
+  std::uint64_t delete_prefix_locked(Op& tx, std::int64_t now, std::string_view prefix,
+                                     WriteRevision& revision);
+  // txn.cpp: the checks made before the lock, and a compare under it.
+  Result<void> check_txn(const Txn& txn) const;
+  bool compare_holds(const Compare& compare, std::int64_t now);
+  std::uint64_t max_txn_bytes() const;
   // REQUIRES: `key` starts with `prefix`. `own_slot`: the key's slot if known,
   // else kNone.
   QueueView view_locked(std::int64_t now, std::string_view prefix, std::string_view key,
                         QueueMember member, std::uint32_t own_slot);
-  void finish_intent(Tx& tx, std::int64_t now);
+  void finish_intent(Op& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
-  void reap_due(Tx& tx, std::int64_t now);
+  void reap_due(Op& tx, std::int64_t now);
   // Reaps ended leases from the heap's top while the budgets last (counting
   // them down); returns how many it freed.
-  std::uint32_t reap_expired(Tx& tx, std::int64_t now, std::uint32_t& leases, std::uint32_t& keys);
+  std::uint32_t reap_expired(Op& tx, std::int64_t now, std::uint32_t& leases, std::uint32_t& keys);
   // Reaps keys of the DEAD lease in `slot` while `key_budget` lasts (counting
   // it down), freeing the lease when none remain; commits each batch.
   // Returns true when the lease is gone.
-  bool reap_lease(Tx& tx, std::uint32_t slot, std::uint32_t& key_budget);
+  bool reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget);
   // Deletes up to `budget` live keys under the intent's prefix; commits.
   // Returns true when none remain.
-  bool delete_prefix_batch(Tx& tx, std::int64_t now, std::uint32_t budget);
+  bool delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget);
   Error lease_error(LeaseLookup lookup, LeaseId id) const;
   // Appends an event for the key in `k` (before a DELETE removes it).
-  void emit(Tx& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
+  void emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
             std::uint64_t revision);
   std::uint32_t end_reason(const LeaseSlot& lease) const;
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
   // The key is given by its hash32 where the caller has it.
-  void note_key(std::string_view key);
-  void note_key_hash(std::uint32_t hash);
-  void note_all();
-  void bump(segment::Channel& channel, bool& noted);
+  void note_key(Op& tx, std::string_view key);
+  void note_key_hash(Op& tx, std::uint32_t hash);
+  void note_all(Op& tx);
+  void bump(Op& tx, segment::Channel& channel, bool& noted);
   // Bumps and wakes one of the janitor's channels at once, under the lock.
   void wake_janitor_now(segment::Channel& channel);
-  void wake_noted();
+  void wake_noted(Wakeups& noted);
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
@@ -176,14 +202,14 @@ class Engine {
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
   // Ends a live lease as a revoke does; false if it had already ended.
-  bool revoke_slot(Tx& tx, std::uint32_t slot, std::int64_t now);
+  bool revoke_slot(Op& tx, std::uint32_t slot, std::int64_t now);
   // Marks a dead registration dying (its leases are to be released).
-  void mark_dying(Tx& tx, std::uint32_t process);
+  void mark_dying(Op& tx, std::uint32_t process);
   // Releases leases of dying registrations while `key_budget` lasts; true when none is left.
-  bool release_dying(Tx& tx, std::uint32_t& key_budget, std::uint32_t* released = nullptr);
+  bool release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released = nullptr);
   // After an operation: acts on a dead owner it met, and wakes the janitor if
   // the next expiry came earlier than it planned.
-  void epilogue(Tx& tx);
+  void epilogue(Op& tx);
   // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
   struct Started;  // the liveness thread's report of its registration
   void liveness_main(std::shared_ptr<Started> started);

@@ -145,6 +145,23 @@ class Store {
   std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
 
+  // Calls fn(slot, header) for every key slot (live, vacant or dead) whose key
+  // starts with `prefix`, in key order, until fn returns false. fn may remove
+  // the slot it is given (the successor is read before the call).
+  template <typename Fn>
+  void for_each_under(std::string_view prefix, Fn&& fn) const {
+    std::uint64_t steps = 0;
+    for (std::uint32_t s = lower_bound(prefix); s != kNone;) {
+      if (++steps > layout_->caps.max_keys) [[unlikely]]
+        corrupt_value("skip list walk (a cycle) of steps", steps);
+      KeySlotHeader& k = key(s);
+      if (!key_bytes(k).starts_with(prefix)) return;
+      const std::uint32_t next = next_key(s);
+      if (!fn(s, k)) return;
+      s = next;
+    }
+  }
+
   std::uint32_t hash32(std::string_view key) const noexcept;
   // The skip-list height of a new node holding `key`, whose hash32 is `hash`.
   std::uint32_t level_for(std::uint32_t hash) const noexcept;

@@ -41,7 +41,7 @@ void abort_corrupt(const std::string& what) {
 }
 
 void Tx::overflow() {
-  throw TxAbort{Errc::no_space, "operation too large for the segment's journal"};
+  throw TxAbort{Errc::no_space, "operation too large for the segment's journal", true};
 }
 
 void Tx::commit() noexcept {

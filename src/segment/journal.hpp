@@ -24,6 +24,7 @@ namespace zaris::segment {
 struct TxAbort {
   Errc code;
   std::string message;
+  bool journal_full = false;  // the undo journal had no room for the next record
 };
 
 [[noreturn]] void abort_corrupt(const std::string& what);

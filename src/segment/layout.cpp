@@ -26,7 +26,7 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   at = round_up(at + sizeof(Control), kCacheLine);
   l.journal_offset = at;
   l.journal_capacity =
-      round_up(64 * 1024 + 2 * (std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes + 64), 64);
+      round_up(128 * 1024 + 2 * (std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes + 64), 64);
   l.intent_key_offset = at + sizeof(JournalHeader);
   l.records_offset = round_up(l.intent_key_offset + caps.max_key_bytes, kCacheLine);
   at = round_up(l.records_offset + l.journal_capacity, kCacheLine);

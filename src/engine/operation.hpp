@@ -1,0 +1,27 @@
+// One operation under the segment lock: its undo transaction, and the wait
+// channels it changed, which it wakes once it has unlocked (docs/coordination.md).
+#pragma once
+
+#include <cstdint>
+
+#include "segment/journal.hpp"
+#include "segment/layout.hpp"
+
+namespace zaris::engine {
+
+// Channels an operation changed: bumped as it goes, woken after it unlocks.
+struct Wakeups {
+  std::uint64_t keys[segment::kKeyChannels / 64] = {};
+  bool events = false;
+  bool registry = false;
+  bool janitor = false;
+  bool any = false;  // any of the above
+};
+
+class Op : public segment::Tx {
+ public:
+  using Tx::Tx;
+  Wakeups wakeups;
+};
+
+}  // namespace zaris::engine
