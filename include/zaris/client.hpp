@@ -19,10 +19,6 @@
 
 namespace zaris {
 
-namespace detail {
-struct ClientAccess;
-}
-
 // What a segment holds and how it is built; a consistent snapshot.
 struct SegmentInfo {
   std::string path;  // /dev/shm/NAME or the file path
@@ -105,7 +101,6 @@ class Client {
  private:
   friend class Watcher;
   friend class Janitor;
-  friend struct detail::ClientAccess;  // the library's own recipes
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "zaris/session.hpp"
+#include "zaris/txn.hpp"
 #include "zaris/watch.hpp"
 
 namespace zaris {
@@ -61,6 +62,8 @@ class Election {
   std::string name_;
   std::string key_;
   std::uint64_t created_ = 0;  // our key's create revision while campaigning or leading
+  Txn join_;                   // joining the queue, built once
+  TxnResult joined_;           // its result, reused
 };
 
 }  // namespace zaris

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "zaris/session.hpp"
+#include "zaris/txn.hpp"
 
 namespace zaris {
 
@@ -39,6 +40,8 @@ class Mutex {
   std::string name_;
   std::string key_;
   std::uint64_t token_ = 0;
+  Txn join_;           // joining the queue, built once
+  TxnResult joined_;   // its result, reused
 };
 
 }  // namespace zaris

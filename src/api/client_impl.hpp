@@ -38,13 +38,4 @@ class Client::Impl {
   detail::EngineLeases leases;
 };
 
-namespace detail {
-
-// The engine behind a Client, for the library's own recipes.
-struct ClientAccess {
-  static engine::Engine& engine(Client& client) { return client.impl_->engine; }
-};
-
-}  // namespace detail
-
 }  // namespace zaris

@@ -13,7 +13,8 @@ Election::Election(Session& session, std::string name)
 
 Result<void> Election::campaign(std::string_view value, std::chrono::nanoseconds timeout) {
   auto created =
-      coordination::join_and_wait(session_.client(), name_, key_, value, session_.lease(), timeout);
+      coordination::join_and_wait(session_.client(), name_, key_, value, session_.lease(), timeout,
+                                  join_, joined_);
   if (!created) return std::move(created).error();
   created_ = *created;
   return {};

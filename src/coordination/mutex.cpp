@@ -11,7 +11,8 @@ Mutex::Mutex(Session& session, std::string name)
 
 Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
   auto created =
-      coordination::join_and_wait(session_.client(), name_, key_, "", session_.lease(), timeout);
+      coordination::join_and_wait(session_.client(), name_, key_, "", session_.lease(), timeout,
+                                  join_, joined_);
   if (!created) return std::move(created).error();
   token_ = *created;
   return {};
@@ -19,7 +20,7 @@ Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
 
 Result<bool> Mutex::try_lock() {
   Client& client = session_.client();
-  auto where = coordination::join(client, name_, key_, "", session_.lease());
+  auto where = coordination::join(client, name_, key_, "", session_.lease(), join_, joined_);
   if (!where) return std::move(where).error();
   if (!where->head) {
     (void)client.del(key_);  // leave no key that would block the queue

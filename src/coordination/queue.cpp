@@ -1,7 +1,5 @@
 #include "coordination/queue.hpp"
 
-#include "api/client_impl.hpp"
-#include "segment/deadline.hpp"
 
 namespace zaris::coordination {
 
@@ -20,24 +18,61 @@ bool is_contender(std::string_view key, std::size_t prefix_size) {
   return true;
 }
 
-// NAME/ as the head of `key`, without building it.
-Result<std::string_view> queue_prefix(std::string_view name, std::string_view key) {
+Result<void> check_under(std::string_view name, std::string_view key) {
   if (key.size() <= name.size() || !key.starts_with(name) || key[name.size()] != '/')
     return Error{Errc::invalid_argument,
                  "key " + std::string(key) + " is not under " + std::string(name) + "/"};
-  return key.substr(0, name.size() + 1);
+  return {};
 }
 
-Place place_of(engine::Engine::QueueView&& view, std::uint64_t created) {
-  Place where;
-  where.created = created;
-  where.present = view.own_create_revision != 0 && view.own_create_revision == created;
-  if (!where.present) return where;
-  where.own_mod_revision = view.own_mod_revision;
-  where.head = view.head;
-  where.predecessor = std::move(view.predecessor);
-  where.predecessor_mod_revision = view.predecessor_mod_revision;
-  return where;
+// Keys looked at per read when walking the queue from one end: one contender
+// and the few other keys an application may keep under the name.
+constexpr std::size_t kPage = 4;
+
+// The live keys under NAME/ created at or below `max_created` (0: any), the
+// newest first: where a contender's predecessor is found.
+RangeOptions newest_first(std::uint64_t max_created) {
+  RangeOptions options;
+  options.keys_only = true;
+  options.limit = kPage;
+  options.order = RangeOrder::create_revision_descending;
+  options.max_create_revision = max_created;
+  return options;
+}
+
+TxnOp own_key(const std::string& key) {
+  TxnOp get = TxnOp::get(key);
+  get.options.keys_only = true;
+  return get;
+}
+
+// Fills `where`'s predecessor from one page of newest_first() (its first
+// `skip` keys aside); false if the page held no contender but was cut short
+// (look further down, below `below`).
+bool take_predecessor(const TxnOpResult& page, std::size_t skip, std::size_t prefix_size,
+                      Place& where, std::uint64_t& below) {
+  for (std::size_t i = skip; i < page.kvs.size(); ++i) {
+    const KeyValue& kv = page.kvs[i];
+    below = kv.create_revision;
+    if (!is_contender(kv.key, prefix_size)) continue;
+    where.head = false;
+    where.predecessor = kv.key;
+    where.predecessor_mod_revision = kv.mod_revision;
+    return true;
+  }
+  return !page.more;
+}
+
+// Continues the search for `where`'s predecessor below create revision `below`.
+Result<void> find_predecessor(Client& client, std::string_view name, Place& where,
+                              std::uint64_t below) {
+  const std::string prefix = prefix_of(name);
+  for (;;) {
+    if (below <= 1) return {};
+    auto page = client.txn(Txn().then(TxnOp::range(prefix, newest_first(below - 1))));
+    if (!page) return std::move(page).error();
+    if (take_predecessor(page->results[0], 0, prefix.size(), where, below)) return {};
+  }
 }
 
 }  // namespace
@@ -48,28 +83,74 @@ std::string contender_key(std::string_view name, LeaseId lease) {
 
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease) {
-  auto prefix = queue_prefix(name, key);
-  if (!prefix) return std::move(prefix).error();
-  auto view = detail::ClientAccess::engine(client).put_and_view(
-      key, value, Put::absent().and_lease(lease), *prefix, is_contender);
-  if (!view) {
-    if (view.code() == Errc::already_exists)
-      return Error{Errc::already_exists,
-                   key + " is taken: one session holds or waits for a name once at a time"};
-    return std::move(view).error();
+  Txn txn;
+  TxnResult result;
+  return join(client, name, key, value, lease, txn, result);
+}
+
+Result<Place> join(Client& client, std::string_view name, const std::string& key,
+                   std::string_view value, LeaseId lease, Txn& txn, TxnResult& result) {
+  if (auto bad = check_under(name, key); !bad) return std::move(bad).error();
+  const std::size_t prefix_size = name.size() + 1;
+  // As etcd's concurrency.Mutex: put our key unless it is there, and read the
+  // newest keys under the name, ours first, in the same step. Built once for
+  // a contender, then only its value changes.
+  if (txn.success.size() != 2 || txn.success[0].key != key || txn.success[0].lease != lease) {
+    txn = Txn()
+              .when(Compare::create_revision(key) == 0)
+              .then(TxnOp::put(key, std::string(value), lease))
+              .then(TxnOp::range(prefix_of(name), newest_first(0)));
+  } else {
+    txn.success[0].value.assign(value);
   }
-  // Just put, in the same step (put_and_view fails if it is not there).
-  const std::uint64_t created = view->own_create_revision;
-  return place_of(std::move(*view), created);
+  if (auto done = client.txn(txn, result); !done) return std::move(done).error();
+  if (!result.succeeded)
+    return Error{Errc::already_exists,
+                 key + " is taken: one session holds or waits for a name once at a time"};
+  const TxnOpResult& page = result.results[1];
+  // Ours is the newest key under the name: it was created at this revision.
+  // If it is not there, its lease ended as it was put (a keep-alive that
+  // found it past its deadline, without the lock).
+  if (page.kvs.empty() || page.kvs[0].key != key ||
+      page.kvs[0].create_revision != result.revision)
+    return Error{Errc::lease_lost, "the lease of " + key + " ended as it was put"};
+  Place where;
+  where.present = true;
+  where.created = result.revision;
+  where.own_mod_revision = result.revision;
+  where.head = true;
+  std::uint64_t below = where.created;
+  if (!take_predecessor(page, 1, prefix_size, where, below)) {
+    if (auto found = find_predecessor(client, name, where, below); !found)
+      return std::move(found).error();
+  }
+  return where;
 }
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created) {
-  auto prefix = queue_prefix(name, key);
-  if (!prefix) return std::move(prefix).error();
-  auto view = detail::ClientAccess::engine(client).queue_view(*prefix, key, is_contender);
-  if (!view) return std::move(view).error();
-  return place_of(std::move(*view), created);
+  if (auto bad = check_under(name, key); !bad) return std::move(bad).error();
+  const std::string prefix = prefix_of(name);
+  Place where;
+  where.created = created;
+  if (created == 0) return where;
+  auto seen = client.txn(Txn()
+                             .when(Compare::create_revision(key) == created)
+                             .then(own_key(key))
+                             .then(TxnOp::range(prefix, newest_first(created - 1))));
+  if (!seen) return std::move(seen).error();
+  if (!seen->succeeded) return where;  // our key is gone (or is another's now)
+  const TxnOpResult& own = seen->results[0];
+  if (own.kvs.empty()) return where;  // cannot be: the compare found it
+  where.own_mod_revision = own.kvs[0].mod_revision;
+  where.present = true;
+  where.head = true;
+  std::uint64_t below = created;
+  if (!take_predecessor(seen->results[1], 0, prefix.size(), where, below)) {
+    if (auto found = find_predecessor(client, name, where, below); !found)
+      return std::move(found).error();
+  }
+  return where;
 }
 
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
@@ -94,20 +175,25 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
 }
 
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
-  auto all = client.get_prefix(prefix_of(name));
-  if (!all) return std::move(all).error();
-  std::optional<KeyValue> first;
-  for (KeyValue& kv : all->kvs)
-    if (is_contender(kv.key, name.size() + 1) &&
-        (!first || kv.create_revision < first->create_revision))
-      first = std::move(kv);
-  return first;
+  const std::string prefix = prefix_of(name);
+  RangeOptions oldest_first;
+  oldest_first.limit = kPage;
+  oldest_first.order = RangeOrder::create_revision_ascending;
+  for (;;) {
+    auto page = client.get_prefix(prefix, oldest_first);
+    if (!page) return std::move(page).error();
+    for (KeyValue& kv : page->kvs)
+      if (is_contender(kv.key, prefix.size())) return std::optional<KeyValue>(std::move(kv));
+    if (!page->more || page->kvs.empty()) return std::optional<KeyValue>();
+    oldest_first.min_create_revision = page->kvs.back().create_revision + 1;
+  }
 }
 
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
-                                    std::chrono::nanoseconds timeout) {
-  auto joined = join(client, name, key, value, lease);
+                                    std::chrono::nanoseconds timeout, Txn& txn,
+                                    TxnResult& result) {
+  auto joined = join(client, name, key, value, lease, txn, result);
   if (!joined) return std::move(joined).error();
   const std::uint64_t created = joined->created;
   if (joined->head) return created;  // uncontended: no clock read, no second look
@@ -124,10 +210,11 @@ bool is_contender_key(std::string_view name, std::string_view key) {
 }
 
 std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
-  static_assert(std::is_same_v<std::chrono::steady_clock::duration, std::chrono::nanoseconds>);
-  const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return std::chrono::steady_clock::time_point(
-      std::chrono::nanoseconds(segment::deadline_after(now, timeout)));
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  if (timeout <= std::chrono::nanoseconds(0)) return now;
+  if (timeout >= Clock::time_point::max() - now) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(timeout);
 }
 
 }  // namespace zaris::coordination

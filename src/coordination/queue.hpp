@@ -32,6 +32,10 @@ struct Place {
 // both think they hold it).
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease);
+// The same, building its transaction in `txn` (kept from one call to the next
+// by the same contender, it is reused) and its result in `result`.
+Result<Place> join(Client& client, std::string_view name, const std::string& key,
+                   std::string_view value, LeaseId lease, Txn& txn, TxnResult& result);
 
 // Where `key` (created at `created`) stands under `name`. O(keys under the name).
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
@@ -51,7 +55,8 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
 // revision: the fencing token of the acquisition.
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
-                                    std::chrono::nanoseconds timeout);
+                                    std::chrono::nanoseconds timeout, Txn& txn,
+                                    TxnResult& result);
 
 // Whether `key` is a contender under `name` (NAME/<16 hex digits>).
 bool is_contender_key(std::string_view name, std::string_view key);

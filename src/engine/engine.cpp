@@ -871,14 +871,14 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
 
 Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view key,
                                      std::string_view value, const Put& options,
-                                     WriteRevision& write_revision, std::uint32_t* slot_out) {
+                                     WriteRevision& write_revision, const Store::Probe* found) {
   std::uint64_t lease_id = options.lease.value();
   if (lease_id != 0) {
     std::uint32_t lease_slot = kNone;
     LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
     if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
   }
-  Store::Probe probe = store_.find(key);
+  Store::Probe probe = found != nullptr ? *found : store_.find(key);
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
@@ -936,93 +936,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   store_.set_key_lease(tx, slot, lease_id);
   emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
   note_key_hash(tx, probe.hash32);
-  if (slot_out != nullptr) *slot_out = slot;
   return PutResult{revision};
-}
-
-Engine::QueueView Engine::view_locked(std::int64_t now, std::string_view prefix,
-                                      std::string_view key, QueueMember member,
-                                      std::uint32_t own_slot) {
-  QueueView view;
-  if (own_slot == kNone) {
-    own_slot = store_.find(key).slot;
-    if (own_slot == kNone) return view;
-  }
-  const KeySlotHeader& own = store_.key(own_slot);
-  if (!store_.key_visible(own, now)) return view;
-  view.own_create_revision = own.create_revision;
-  view.own_mod_revision = own.mod_revision;
-  view.head = true;
-  std::uint32_t predecessor = kNone;
-  std::uint64_t predecessor_created = 0;
-  std::uint64_t steps = 0;
-  // Notes the key in slot `s` if it is a later member ahead of ours; false
-  // once past the prefix.
-  auto consider = [&](std::uint32_t s) {
-    if (++steps > layout_.caps.max_keys) abort_corrupt("skip list has a cycle");
-    const KeySlotHeader& k = store_.key(s);
-    std::string_view name = store_.key_bytes(k);
-    if (!name.starts_with(prefix)) return false;
-    if (k.used != segment::kKeyLive || k.create_revision >= view.own_create_revision ||
-        k.create_revision <= predecessor_created || !member(name, prefix.size()) ||
-        !store_.key_visible(k, now))
-      return true;
-    predecessor = s;
-    predecessor_created = k.create_revision;
-    return true;
-  };
-  // The keys under the prefix are one run in byte order, and ours (under it:
-  // the callers check) is in that run: walk out from it both ways, with no
-  // search from the top of the skip list.
-  for (std::uint32_t from = own_slot, s = store_.previous_key(own_slot);;
-       from = s, s = store_.previous_key(s)) {
-    // A wrong back link could skip a contender: two holders of one lock.
-    if ((s == kNone ? store_.first_key() : store_.next_key(s)) != from)
-      abort_corrupt("skip list's back link does not match");
-    if (s == kNone || !consider(s)) break;
-  }
-  for (std::uint32_t s = store_.next_key(own_slot); s != kNone && consider(s);
-       s = store_.next_key(s)) {
-  }
-  if (predecessor != kNone) {
-    const KeySlotHeader& k = store_.key(predecessor);
-    view.head = false;
-    view.predecessor.assign(store_.key_bytes(k));
-    view.predecessor_mod_revision = k.mod_revision;
-  }
-  return view;
-}
-
-Result<Engine::QueueView> Engine::queue_view(std::string_view prefix, std::string_view key,
-                                             QueueMember member) {
-  if (auto bad = check_key(key); !bad) return std::move(bad).error();
-  if (!key.starts_with(prefix))
-    return Error{Errc::invalid_argument,
-                 "key " + std::string(key) + " is not under " + std::string(prefix)};
-  return locked<QueueView>(Reap::no, [&](Op&, std::int64_t now) -> Result<QueueView> {
-    return view_locked(now, prefix, key, member, kNone);
-  });
-}
-
-Result<Engine::QueueView> Engine::put_and_view(std::string_view key, std::string_view value,
-                                               const Put& options, std::string_view prefix,
-                                               QueueMember member) {
-  if (auto bad = check_put(key, value); !bad) return std::move(bad).error();
-  if (!key.starts_with(prefix))
-    return Error{Errc::invalid_argument,
-                 "key " + std::string(key) + " is not under " + std::string(prefix)};
-  return locked<QueueView>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<QueueView> {
-    std::uint32_t slot = kNone;
-    WriteRevision revision;
-    auto put = put_locked(tx, now, key, value, options, revision, &slot);
-    if (!put) return std::move(put).error();
-    QueueView view = view_locked(now, prefix, key, member, slot);
-    // A keep-alive (without the lock) may have found the lease past its
-    // deadline, or its owner died, since the put checked it: undo the put.
-    if (view.own_create_revision != put->revision)
-      return Error{Errc::lease_lost, "the lease of " + std::string(key) + " ended as it was put"};
-    return view;
-  });
 }
 
 Result<bool> Engine::get(std::string_view key, KeyValue& out) {
@@ -1062,12 +976,24 @@ std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
   const std::uint64_t max_created =
       options.max_create_revision == 0 ? ~std::uint64_t{0} : options.max_create_revision;
   const bool by_key = options.order == RangeOrder::key;
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> found;  // by create revision
+  // By create revision: {revision, slot} of every match, on the stack for the
+  // few keys a lock's name holds.
+  using Match = std::pair<std::uint64_t, std::uint32_t>;
+  constexpr std::size_t kInline = 16;
+  Match inline_found[kInline];
+  std::vector<Match> spilled;
+  std::size_t count = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (k.create_revision < min_created || k.create_revision > max_created) return true;
     if (!store_.key_visible(k, now)) return true;
     if (!by_key) {
-      found.emplace_back(k.create_revision, s);
+      if (count < kInline) {
+        inline_found[count] = {k.create_revision, s};
+      } else {
+        if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
+        spilled.emplace_back(k.create_revision, s);
+      }
+      ++count;
       return true;
     }
     if (options.limit != 0 && n >= options.limit) {
@@ -1078,17 +1004,15 @@ std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
     return true;
   });
   if (by_key) return n;
-  const std::size_t kept =
-      options.limit != 0 && found.size() > options.limit ? options.limit : found.size();
-  more = kept < found.size();
-  auto oldest_first = [](const auto& a, const auto& b) { return a.first < b.first; };
-  auto newest_first = [](const auto& a, const auto& b) { return a.first > b.first; };
+  Match* found = spilled.empty() ? inline_found : spilled.data();
+  const std::size_t kept = options.limit != 0 && count > options.limit ? options.limit : count;
+  more = kept < count;
+  auto oldest_first = [](const Match& a, const Match& b) { return a.first < b.first; };
+  auto newest_first = [](const Match& a, const Match& b) { return a.first > b.first; };
   if (options.order == RangeOrder::create_revision_ascending) {
-    std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(kept), found.end(),
-                      oldest_first);
+    std::partial_sort(found, found + kept, found + count, oldest_first);
   } else {
-    std::partial_sort(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(kept), found.end(),
-                      newest_first);
+    std::partial_sort(found, found + kept, found + count, newest_first);
   }
   for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].second));
   return n;

@@ -44,24 +44,6 @@ class Engine {
   // A transaction (zaris/txn.hpp), into `out` (its buffers reused). txn.cpp.
   Result<void> txn(const Txn& txn, TxnResult& out);
 
-  // A queue of keys under a prefix, as the coordination recipes keep one:
-  // the live keys `member` accepts, first come (lowest create revision)
-  // first. Where one key stands in it:
-  struct QueueView {
-    std::uint64_t own_create_revision = 0;  // 0: the key is not there
-    std::uint64_t own_mod_revision = 0;
-    bool head = false;        // when there: no member came before it
-    std::string predecessor;  // when there and not head: the member just before
-    std::uint64_t predecessor_mod_revision = 0;
-  };
-  using QueueMember = bool (*)(std::string_view key, std::size_t prefix_size);
-  // Where `key` stands in the queue under `prefix`. O(keys under prefix);
-  // copies nothing but the predecessor's name.
-  Result<QueueView> queue_view(std::string_view prefix, std::string_view key, QueueMember member);
-  // put() then queue_view(), in one critical section: joining a queue.
-  Result<QueueView> put_and_view(std::string_view key, std::string_view value, const Put& options,
-                                 std::string_view prefix, QueueMember member);
-
   Result<bool> wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                std::chrono::nanoseconds timeout);
   // A key and the mod revision last seen of it (0: absent).
@@ -145,11 +127,11 @@ class Engine {
     std::uint64_t value = 0;  // 0 until taken
   };
   std::uint64_t take_revision(Op& tx, WriteRevision& revision);
-  // The bodies of put() and queue_view(), under the lock.
-  // `slot_out`, if given, receives the key's slot.
+  // The body of put(), under the lock. `found`, if given, is find(key) taken
+  // under this lock with nothing written since.
   Result<PutResult> put_locked(Op& tx, std::int64_t now, std::string_view key,
                                std::string_view value, const Put& options,
-                               WriteRevision& revision, std::uint32_t* slot_out = nullptr);
+                               WriteRevision& revision, const Store::Probe* found = nullptr);
   // Live keys under `prefix` as `options` asks, into out[0..); returns how many
   // (out is grown as needed, never shrunk); `more` when the limit cut them short.
   std::size_t range_locked(std::int64_t now, std::string_view prefix, const RangeOptions& options,
@@ -162,12 +144,9 @@ class Engine {
                                      WriteRevision& revision);
   // txn.cpp: the checks made before the lock, and a compare under it.
   Result<void> check_txn(const Txn& txn) const;
-  bool compare_holds(const Compare& compare, std::int64_t now);
+  // `probe` receives find(compare.key).
+  bool compare_holds(const Compare& compare, std::int64_t now, Store::Probe& probe);
   std::uint64_t max_txn_bytes() const;
-  // REQUIRES: `key` starts with `prefix`. `own_slot`: the key's slot if known,
-  // else kNone.
-  QueueView view_locked(std::int64_t now, std::string_view prefix, std::string_view key,
-                        QueueMember member, std::uint32_t own_slot);
   void finish_intent(Op& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.
   void reap_due(Op& tx, std::int64_t now);

@@ -91,8 +91,8 @@ Result<void> Engine::check_txn(const Txn& txn) const {
   return {};
 }
 
-bool Engine::compare_holds(const Compare& c, std::int64_t now) {
-  Store::Probe probe = store_.find(c.key);
+bool Engine::compare_holds(const Compare& c, std::int64_t now, Store::Probe& probe) {
+  probe = store_.find(c.key);
   const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
   if (k != nullptr && !store_.key_visible(*k, now)) k = nullptr;
   switch (c.target) {
@@ -115,12 +115,18 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
   if (auto bad = check_txn(txn); !bad) return bad;
   auto done = locked<std::uint64_t>(Reap::yes, [&](Op& tx, std::int64_t now)
                                                    -> Result<std::uint64_t> {
+    // The key the last compare found, while nothing is written: a put of
+    // it (a lock's "create it if absent") need not look it up again.
+    std::string_view probed_key;
+    Store::Probe probed;
     bool succeeded = true;
-    for (const Compare& c : txn.compares)
-      if (!compare_holds(c, now)) {
+    for (const Compare& c : txn.compares) {
+      probed_key = c.key;
+      if (!compare_holds(c, now, probed)) {
         succeeded = false;
         break;
       }
+    }
     const std::vector<TxnOp>& branch = succeeded ? txn.success : txn.failure;
     out.succeeded = succeeded;
     out.results.resize(branch.size());
@@ -135,7 +141,11 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
         std::size_t kept = 0;
         switch (op.kind) {
           case Kind::put: {
-            auto put = put_locked(tx, now, op.key, op.value, Put::with_lease(op.lease), revision);
+            const Store::Probe* known = tx.empty() && !probed_key.empty() && probed_key == op.key
+                                            ? &probed
+                                            : nullptr;
+            auto put =
+                put_locked(tx, now, op.key, op.value, Put::with_lease(op.lease), revision, known);
             if (!put) return std::move(put).error();
             break;
           }
@@ -153,6 +163,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
           case Kind::del_prefix: r.deleted = delete_prefix_locked(tx, now, op.key, revision); break;
         }
         r.kvs.resize(kept);
+        if (is_write(op.kind)) probed_key = {};
       }
     } catch (segment::TxAbort& abort) {
       if (!abort.journal_full) throw;

@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
     std::uint64_t L = o.max_leases, K = o.max_keys;
     std::uint64_t S = (120 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
     std::uint64_t B = std::bit_ceil(2 * K);
-    std::uint64_t J = r64(64 * 1024 + 2 * (o.max_key_bytes + o.max_value_bytes + 64));
+    std::uint64_t J = r64(128 * 1024 + 2 * (o.max_key_bytes + o.max_value_bytes + 64));
     std::uint64_t E = o.max_events;
     std::uint64_t V = (64 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
     std::uint64_t P = o.max_processes;
