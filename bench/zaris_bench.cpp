@@ -206,6 +206,43 @@ void BM_PutWithLease(benchmark::State& state) {
   }
 }
 
+// A transaction of two compares and two puts: if two neighbouring keys in the
+// middle of the N still have the versions last seen of them, overwrite both
+// with 64-byte values attached to their own live leases, in one step. The
+// TxnResult is reused, so no allocation is timed; the compares' operands move
+// on by one per iteration, as each put adds one to its key's version, so every
+// transaction succeeds and writes.
+void BM_Txn(benchmark::State& state) {
+  if (state.range(0) < 2) return state.SkipWithError("BM_Txn needs N of at least 2");
+  Population* population = populated(state, "Txn");
+  if (population == nullptr) return;
+  zaris::Client& client = *population->client;
+  const std::string value(kValueBytes, 't');
+
+  zaris::Txn txn;
+  zaris::KeyValue seen;
+  for (std::uint64_t i : {population->middle() - 1, population->middle()}) {
+    const std::string key = key_name(2 * i);
+    auto found = client.get(key, seen);
+    if (failed(state, found, "get")) return;
+    if (!*found) return state.SkipWithError("get: a live key was not found");
+    txn.when(zaris::Compare::version(key) == seen.version);
+    txn.then(zaris::TxnOp::put(key, value, population->leases[i]));
+  }
+  zaris::TxnResult out;
+
+  for (auto _ : state) {
+    auto done = client.txn(txn, out);
+    if (failed(state, done, "txn")) break;
+    if (!out.succeeded) {
+      state.SkipWithError("txn: a compare of a key's version did not hold");
+      break;
+    }
+    for (zaris::Compare& compare : txn.compares) ++compare.number;
+    benchmark::DoNotOptimize(out.revision);
+  }
+}
+
 // A short-lived lease with no keys: grant, then revoke.
 void BM_GrantRevoke(benchmark::State& state) {
   Population* population = populated(state, "GrantRevoke");
@@ -395,6 +432,7 @@ BENCHMARK(BM_FlockLockUnlock);
 BENCHMARK(BM_KeepAlive)->Apply(live_entries);
 BENCHMARK(BM_Get)->Apply(live_entries);
 BENCHMARK(BM_PutWithLease)->Apply(live_entries);
+BENCHMARK(BM_Txn)->Apply(live_entries);
 BENCHMARK(BM_GrantRevoke)->Apply(live_entries);
 BENCHMARK(BM_PutCreateDelete)->Apply(live_entries);
 BENCHMARK(BM_PutDeleteNewKeys)->Apply(live_entries);
