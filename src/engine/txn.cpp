@@ -55,8 +55,8 @@ Result<void> Engine::check_txn(const Txn& txn) const {
   }
   for (const std::vector<TxnOp>* branch : {&txn.success, &txn.failure}) {
     std::uint64_t bytes = 0;
-    for (std::size_t i = 0; i < branch->size(); ++i) {
-      const TxnOp& op = (*branch)[i];
+    std::size_t writes = 0;
+    for (const TxnOp& op : *branch) {
       switch (op.kind) {
         case Kind::put:
           if (auto bad = check_put(op.key, op.value); !bad) return bad;
@@ -73,7 +73,11 @@ Result<void> Engine::check_txn(const Txn& txn) const {
         case Kind::del_prefix: break;
         default: return invalid("unknown transaction operation");
       }
-      // etcd's rule: a key is put at most once, and not also deleted.
+      if (is_write(op.kind)) ++writes;
+    }
+    // etcd's rule: a key is put at most once, and not also deleted.
+    for (std::size_t i = 0; writes > 1 && i < branch->size(); ++i) {
+      const TxnOp& op = (*branch)[i];
       if (op.kind != Kind::put) continue;
       for (std::size_t j = 0; j < branch->size(); ++j) {
         const TxnOp& other = (*branch)[j];
