@@ -656,6 +656,49 @@ void cmd_put(const Globals& g, const std::string& key, const std::string& value,
   }
 }
 
+// A key as JSON: its bytes (put_bytes), lease (null if none) and revisions.
+json kv_json(const zaris::KeyValue& kv, bool keys_only) {
+  json o = json::object();
+  put_bytes(o, "key", kv.key);
+  if (!keys_only) put_bytes(o, "value", kv.value);
+  o["lease"] = kv.lease ? json(kv.lease.to_string()) : json(nullptr);
+  o["create_revision"] = kv.create_revision;
+  o["mod_revision"] = kv.mod_revision;
+  o["version"] = kv.version;
+  return o;
+}
+
+json kvs_json(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  json list = json::array();
+  for (const auto& kv : kvs) list.push_back(kv_json(kv, keys_only));
+  return list;
+}
+
+void print_kvs_table(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& kv : kvs) {
+    std::vector<std::string> row{kv.key};
+    if (!keys_only) row.push_back(kv.value);
+    row.push_back(kv.lease ? kv.lease.to_string() : "-");
+    row.push_back(std::to_string(kv.create_revision));
+    row.push_back(std::to_string(kv.mod_revision));
+    row.push_back(std::to_string(kv.version));
+    rows.push_back(row);
+  }
+  std::vector<std::string> header{"KEY"};
+  if (!keys_only) header.push_back("VALUE");
+  for (const char* h : {"LEASE", "CREATE_REVISION", "MOD_REVISION", "VERSION"}) header.push_back(h);
+  print_table(header, rows);
+}
+
+// Each key on a line, then its value on the next (unless keys_only).
+void print_kvs_simple(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  for (const auto& kv : kvs) {
+    write_raw(printable(kv.key));
+    if (!keys_only) write_raw(printable(kv.value));
+  }
+}
+
 void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_only) {
   require_key(key, prefix);
   auto client = open_segment(g);
@@ -671,44 +714,14 @@ void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_on
     }
   }
   switch (g.format()) {
-    case Format::json_lines: {
-      json kvs = json::array();
-      for (const auto& kv : found.kvs) {
-        json o = json::object();
-        put_bytes(o, "key", kv.key);
-        if (!keys_only) put_bytes(o, "value", kv.value);
-        o["lease"] = kv.lease ? json(kv.lease.to_string()) : json(nullptr);
-        o["create_revision"] = kv.create_revision;
-        o["mod_revision"] = kv.mod_revision;
-        o["version"] = kv.version;
-        kvs.push_back(o);
-      }
-      print_json({{"revision", found.revision}, {"kvs", kvs}});
+    case Format::json_lines:
+      print_json({{"revision", found.revision}, {"kvs", kvs_json(found.kvs, keys_only)}});
       return;
-    }
-    case Format::table: {
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& kv : found.kvs) {
-        std::vector<std::string> row{kv.key};
-        if (!keys_only) row.push_back(kv.value);
-        row.push_back(kv.lease ? kv.lease.to_string() : "-");
-        row.push_back(std::to_string(kv.create_revision));
-        row.push_back(std::to_string(kv.mod_revision));
-        row.push_back(std::to_string(kv.version));
-        rows.push_back(row);
-      }
-      std::vector<std::string> header{"KEY"};
-      if (!keys_only) header.push_back("VALUE");
-      for (const char* h : {"LEASE", "CREATE_REVISION", "MOD_REVISION", "VERSION"})
-        header.push_back(h);
-      print_table(header, rows);
+    case Format::table:
+      print_kvs_table(found.kvs, keys_only);
       return;
-    }
     case Format::simple:
-      for (const auto& kv : found.kvs) {
-        write_raw(printable(kv.key));
-        if (!keys_only) write_raw(printable(kv.value));
-      }
+      print_kvs_simple(found.kvs, keys_only);
       return;
   }
 }
