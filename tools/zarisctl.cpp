@@ -915,7 +915,7 @@ zaris::LeaseId lease_operand(const std::string& text) {
 zaris::Compare parse_compare(std::string_view line) {
   static const char* kShape = "a compare is TARGET(\"KEY\") OP \"OPERAND\"";
   std::size_t paren = line.find('(');
-  if (paren == std::string_view::npos) throw Usage{kShape};
+  if (paren == std::string_view::npos) throw Usage{fmt::format("not a compare: {}", kShape)};
   const std::string target(trim(line.substr(0, paren)));
   zaris::Compare c;
   if (target == "val" || target == "value") {
@@ -1086,10 +1086,17 @@ zaris::Txn read_txn(bool interactive) {
         (block == 1 ? txn.success : txn.failure).push_back(parse_request(text));
       }
     } catch (const Usage& usage) {
-      throw Usage{fmt::format("txn: line {} ({}): {}", number, text, usage.message)};
+      // The line as it is, up to a length that keeps the message readable.
+      const std::size_t kShown = 120;
+      std::string shown(text.substr(0, kShown));
+      if (text.size() > kShown) shown += "...";
+      throw Usage{fmt::format("txn: line {} ({}): {}", number, shown, usage.message)};
     }
   }
-  if (std::cin.bad()) throw Failure{"cannot read standard input"};
+  if (std::cin.bad() || std::ferror(stdin)) {
+    int error = errno;
+    throw Failure{std::string("cannot read standard input: ") + std::strerror(error)};
+  }
   return txn;
 }
 

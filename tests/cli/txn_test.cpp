@@ -312,6 +312,14 @@ BOOST_AUTO_TEST_CASE(malformed_input_is_a_usage_error_and_changes_nothing) {
   auto shown = txn(s, "\nput k v\nfrob\tk\n");
   BOOST_TEST(shown.err.find("line 3 (frob\\x09k): unknown request 'frob'") != std::string::npos,
              shown.err);
+  // A long one is cut short.
+  auto long_line = txn(s, "\nput k " + std::string(500, 'v') + " extra\n");
+  BOOST_TEST(long_line.err.find("line 2 (put k " + std::string(114, 'v') + "...): put takes") !=
+                 std::string::npos,
+             long_line.err);
+  // A request where a compare belongs (the blank line forgotten).
+  BOOST_TEST(txn(s, "put k v\n").err.find("line 1 (put k v): not a compare") != std::string::npos);
+  BOOST_TEST(state(s) == before);
   // Arguments are a usage error too.
   expect_usage_error(s({"txn", "extra"}));
   // Nothing is sent: not even the segment is created.
@@ -392,6 +400,10 @@ BOOST_AUTO_TEST_CASE(library_refusals_exit_1_and_change_nothing) {
   // A value longer than the segment allows.
   auto long_value = txn(s, "\nput j " + std::string(2000, 'v') + "\n");
   BOOST_TEST(long_value.status == 1);
+  BOOST_TEST(state(s) == before);
+  // Input that cannot be read (a directory).
+  auto unreadable = run(s.with({"txn"}), {"sh", "-c", "exec \"$0\" \"$@\" < /"});
+  expect_failure(unreadable, "cannot read standard input");
   BOOST_TEST(state(s) == before);
   // Reads only on a missing segment: it is not created.
   Segment fresh;
