@@ -67,6 +67,25 @@ BOOST_AUTO_TEST_CASE(success_branch_runs_every_request_in_simple_output) {
   // The puts and deletes share one revision.
   auto b = get_json(s, "b");
   BOOST_TEST(b["kvs"][0]["mod_revision"] == b["revision"]);
+
+  // The same branch as JSON.
+  auto j = json::parse(txn(s,
+                           "ver(\"b\") = \"1\"\n\nput c 3\nget b\ndel b\ndel none/ --prefix\n\n"
+                           "put never x\n",
+                           {"-w", "json"})
+                           .out);
+  BOOST_TEST(j["succeeded"] == true);
+  BOOST_TEST(j["revision"] == b["revision"].get<std::uint64_t>() + 1);
+  auto& r = j["results"];
+  BOOST_REQUIRE(r.size() == 4u);
+  BOOST_TEST(r[0] == json({{"kind", "put"}}));
+  BOOST_TEST(r[1]["kind"] == "get");
+  BOOST_TEST(r[1]["kvs"][0]["value"] == "two words");
+  BOOST_TEST(r[1]["more"] == false);
+  BOOST_TEST(r[2] == json({{"kind", "del"}, {"deleted", 1}}));
+  BOOST_TEST(r[3] == json({{"kind", "del"}, {"deleted", 0}}));
+  BOOST_TEST(s({"get", "c"}).out == "c\n3\n");
+  BOOST_TEST(s({"get", "never"}).out.empty());
 }
 
 BOOST_AUTO_TEST_CASE(failure_branch_and_json_output) {
