@@ -1520,6 +1520,14 @@ int main(int argc, char** argv) {
   auto* txn = app.add_subcommand(
       "txn", "read compares and two branches of requests from stdin; run them in one step");
   txn->add_flag("-i,--interactive", interactive, "prompt on stderr for each block");
+  txn->footer(
+      "Standard input: three blocks, each ended by a blank line (or the end of input):\n"
+      "  compares, one a line: val|ver|create|mod|lease(\"KEY\") =|!=|<|> \"OPERAND\"\n"
+      "  requests if all hold, one a line: put KEY VALUE [--lease=ID]\n"
+      "    | get KEY [--prefix] [--keys-only] [--limit=N] | del KEY [--prefix]\n"
+      "  requests if one does not, as above\n"
+      "Exit status: 0 success, 1 the transaction was refused, 2 malformed input (nothing "
+      "is sent). See zarisctl(1).");
   txn->callback([&] { action = [&] { cmd_txn(g, interactive); }; });
 
   // lock, elect, janitor

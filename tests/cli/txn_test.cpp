@@ -339,6 +339,11 @@ BOOST_AUTO_TEST_CASE(malformed_input_is_a_usage_error_and_changes_nothing) {
   // A request where a compare belongs (the blank line forgotten).
   BOOST_TEST(txn(s, "put k v\n").err.find("line 1 (put k v): not a compare") != std::string::npos);
   BOOST_TEST(state(s) == before);
+  // --help shows the format.
+  auto help = s({"txn", "--help"});
+  BOOST_TEST(help.status == 0);
+  BOOST_TEST(help.out.find("val|ver|create|mod|lease(\"KEY\") =|!=|<|> \"OPERAND\"") !=
+             std::string::npos);
   // Arguments are a usage error too.
   expect_usage_error(s({"txn", "extra"}));
   // Nothing is sent: not even the segment is created.
