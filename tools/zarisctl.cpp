@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -18,11 +19,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -656,6 +659,49 @@ void cmd_put(const Globals& g, const std::string& key, const std::string& value,
   }
 }
 
+// A key as JSON: its bytes (put_bytes), lease (null if none) and revisions.
+json kv_json(const zaris::KeyValue& kv, bool keys_only) {
+  json o = json::object();
+  put_bytes(o, "key", kv.key);
+  if (!keys_only) put_bytes(o, "value", kv.value);
+  o["lease"] = kv.lease ? json(kv.lease.to_string()) : json(nullptr);
+  o["create_revision"] = kv.create_revision;
+  o["mod_revision"] = kv.mod_revision;
+  o["version"] = kv.version;
+  return o;
+}
+
+json kvs_json(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  json list = json::array();
+  for (const auto& kv : kvs) list.push_back(kv_json(kv, keys_only));
+  return list;
+}
+
+void print_kvs_table(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& kv : kvs) {
+    std::vector<std::string> row{kv.key};
+    if (!keys_only) row.push_back(kv.value);
+    row.push_back(kv.lease ? kv.lease.to_string() : "-");
+    row.push_back(std::to_string(kv.create_revision));
+    row.push_back(std::to_string(kv.mod_revision));
+    row.push_back(std::to_string(kv.version));
+    rows.push_back(row);
+  }
+  std::vector<std::string> header{"KEY"};
+  if (!keys_only) header.push_back("VALUE");
+  for (const char* h : {"LEASE", "CREATE_REVISION", "MOD_REVISION", "VERSION"}) header.push_back(h);
+  print_table(header, rows);
+}
+
+// Each key on a line, then its value on the next (unless keys_only).
+void print_kvs_simple(const std::vector<zaris::KeyValue>& kvs, bool keys_only) {
+  for (const auto& kv : kvs) {
+    write_raw(printable(kv.key));
+    if (!keys_only) write_raw(printable(kv.value));
+  }
+}
+
 void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_only) {
   require_key(key, prefix);
   auto client = open_segment(g);
@@ -671,44 +717,14 @@ void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_on
     }
   }
   switch (g.format()) {
-    case Format::json_lines: {
-      json kvs = json::array();
-      for (const auto& kv : found.kvs) {
-        json o = json::object();
-        put_bytes(o, "key", kv.key);
-        if (!keys_only) put_bytes(o, "value", kv.value);
-        o["lease"] = kv.lease ? json(kv.lease.to_string()) : json(nullptr);
-        o["create_revision"] = kv.create_revision;
-        o["mod_revision"] = kv.mod_revision;
-        o["version"] = kv.version;
-        kvs.push_back(o);
-      }
-      print_json({{"revision", found.revision}, {"kvs", kvs}});
+    case Format::json_lines:
+      print_json({{"revision", found.revision}, {"kvs", kvs_json(found.kvs, keys_only)}});
       return;
-    }
-    case Format::table: {
-      std::vector<std::vector<std::string>> rows;
-      for (const auto& kv : found.kvs) {
-        std::vector<std::string> row{kv.key};
-        if (!keys_only) row.push_back(kv.value);
-        row.push_back(kv.lease ? kv.lease.to_string() : "-");
-        row.push_back(std::to_string(kv.create_revision));
-        row.push_back(std::to_string(kv.mod_revision));
-        row.push_back(std::to_string(kv.version));
-        rows.push_back(row);
-      }
-      std::vector<std::string> header{"KEY"};
-      if (!keys_only) header.push_back("VALUE");
-      for (const char* h : {"LEASE", "CREATE_REVISION", "MOD_REVISION", "VERSION"})
-        header.push_back(h);
-      print_table(header, rows);
+    case Format::table:
+      print_kvs_table(found.kvs, keys_only);
       return;
-    }
     case Format::simple:
-      for (const auto& kv : found.kvs) {
-        write_raw(printable(kv.key));
-        if (!keys_only) write_raw(printable(kv.value));
-      }
+      print_kvs_simple(found.kvs, keys_only);
       return;
   }
 }
@@ -760,6 +776,404 @@ void cmd_watch(const Globals& g, const std::string& key, bool prefix, const std:
       if (count != 0 && ++seen >= count) return;
     }
   }
+}
+
+// ---------------------------------------------------------------- txn
+
+// `txn` reads etcdctl's format from standard input: compares, a blank line,
+// the requests of the success branch, a blank line, those of the failure
+// branch. Each line is parsed alone; what is wrong with one is a Usage
+// naming it, thrown before anything is sent.
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xc0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xe0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+    out += static_cast<char>(0x80 | (cp & 0x3f));
+  }
+}
+
+// A Go string literal starting at text[pos]: "..." with Go's escapes (\a \b
+// \f \n \r \t \v \\ \" \xNN \NNN \uNNNN \UNNNNNNNN), or `...` taken as it is.
+// Moves pos past it.
+std::string go_unquote(std::string_view text, std::size_t& pos) {
+  const char quote = text[pos];
+  std::string out;
+  std::size_t i = pos + 1;
+  if (quote == '`') {
+    std::size_t end = text.find('`', i);
+    if (end == std::string_view::npos) throw Usage{"a `-quoted string is not closed"};
+    pos = end + 1;
+    return std::string(text.substr(i, end - i));
+  }
+  for (;;) {
+    if (i >= text.size()) throw Usage{"a \"-quoted string is not closed"};
+    char c = text[i++];
+    if (c == '"') break;
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (i >= text.size()) throw Usage{"a \"-quoted string is not closed"};
+    char e = text[i++];
+    auto digits = [&](std::size_t n, int base) {
+      std::uint32_t v = 0;
+      for (std::size_t k = 0; k < n; ++k, ++i) {
+        int d = i < text.size() ? hex_digit(text[i]) : -1;
+        if (d < 0 || d >= base)
+          throw Usage{fmt::format("\\{} needs {} {} digits", e, n, base == 8 ? "octal" : "hex")};
+        v = v * static_cast<std::uint32_t>(base) + static_cast<std::uint32_t>(d);
+      }
+      return v;
+    };
+    static constexpr std::string_view kNamed = "abfnrtv\\\"", kMeaning = "\a\b\f\n\r\t\v\\\"";
+    if (std::size_t k = kNamed.find(e); k != std::string_view::npos) {
+      out += kMeaning[k];
+    } else if (e == 'x') {
+      out += static_cast<char>(digits(2, 16));
+    } else if (e == 'u' || e == 'U') {
+      std::uint32_t cp = digits(e == 'u' ? 4 : 8, 16);
+      if ((cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+        throw Usage{fmt::format("\\{} names no Unicode character", e)};
+      append_utf8(out, cp);
+    } else if (e >= '0' && e <= '7') {
+      --i;
+      std::uint32_t v = digits(3, 8);
+      if (v > 255) throw Usage{"an octal escape is above \\377"};
+      out += static_cast<char>(v);
+    } else {
+      throw Usage{fmt::format("unknown escape: a backslash before '{}'", printable({e}))};
+    }
+  }
+  pos = i;
+  return out;
+}
+
+// A line split into words as a shell would: blanks separate them, "..." is
+// a Go string literal (go_unquote), '...' is taken as it is, and quoted and
+// bare parts that touch make one word (--lease="1f" is --lease=1f).
+std::vector<std::string> split_words(std::string_view line) {
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  for (;;) {
+    while (i < line.size() && is_space(line[i])) ++i;
+    if (i >= line.size()) return words;
+    std::string word;
+    while (i < line.size() && !is_space(line[i])) {
+      if (line[i] == '"') {
+        word += go_unquote(line, i);
+      } else if (line[i] == '\'') {
+        std::size_t end = line.find('\'', i + 1);
+        if (end == std::string_view::npos) throw Usage{"a '-quoted string is not closed"};
+        word.append(line.substr(i + 1, end - i - 1));
+        i = end + 1;
+      } else {
+        word += line[i++];
+      }
+    }
+    words.push_back(std::move(word));
+  }
+}
+
+// A lease id as a compare's operand: as lease_arg, and 0 for "no lease".
+zaris::LeaseId lease_operand(const std::string& text) {
+  if (!text.empty() && text.size() <= 16 && text.find_first_not_of('0') == std::string::npos)
+    return zaris::LeaseId{};
+  return lease_arg(text);
+}
+
+// TARGET("KEY") OP "OPERAND", as etcdctl: TARGET is val (value), ver
+// (version), create (c), mod (m) or lease; OP is =, !=, < or >; the key and
+// the operand are Go string literals.
+zaris::Compare parse_compare(std::string_view line) {
+  static const char* kShape = "a compare is TARGET(\"KEY\") OP \"OPERAND\"";
+  std::size_t paren = line.find('(');
+  if (paren == std::string_view::npos) throw Usage{fmt::format("not a compare: {}", kShape)};
+  const std::string target(trim(line.substr(0, paren)));
+  zaris::Compare c;
+  if (target == "val" || target == "value") {
+    c.target = zaris::CompareTarget::value;
+  } else if (target == "ver" || target == "version") {
+    c.target = zaris::CompareTarget::version;
+  } else if (target == "c" || target == "create") {
+    c.target = zaris::CompareTarget::create_revision;
+  } else if (target == "m" || target == "mod") {
+    c.target = zaris::CompareTarget::mod_revision;
+  } else if (target == "lease") {
+    c.target = zaris::CompareTarget::lease;
+  } else {
+    throw Usage{
+        fmt::format("unknown compare target '{}' (val, ver, create, mod or lease)", target)};
+  }
+  std::size_t i = paren + 1;
+  auto skip = [&] {
+    while (i < line.size() && is_space(line[i])) ++i;
+  };
+  auto quoted = [&](const char* what) {
+    skip();
+    if (i >= line.size() || (line[i] != '"' && line[i] != '`'))
+      throw Usage{fmt::format("{} must be quoted (\"...\"): {}", what, kShape)};
+    return go_unquote(line, i);
+  };
+  c.key = quoted("the key");
+  skip();
+  if (i >= line.size() || line[i] != ')')
+    throw Usage{fmt::format("')' expected after the key: {}", kShape)};
+  ++i;
+  skip();
+  std::size_t op_end = i;
+  while (op_end < line.size() &&
+         std::string_view("=!<>").find(line[op_end]) != std::string_view::npos)
+    ++op_end;
+  const std::string op(line.substr(i, op_end - i));
+  if (op == "=") {
+    c.op = zaris::CompareOp::equal;
+  } else if (op == "!=") {
+    c.op = zaris::CompareOp::not_equal;
+  } else if (op == "<") {
+    c.op = zaris::CompareOp::less;
+  } else if (op == ">") {
+    c.op = zaris::CompareOp::greater;
+  } else if (op.empty()) {
+    throw Usage{fmt::format("an operator (=, !=, < or >) expected after the key: {}", kShape)};
+  } else {
+    throw Usage{fmt::format("unknown operator '{}' (=, !=, < or >)", op)};
+  }
+  i = op_end;
+  std::string operand = quoted("the operand");
+  skip();
+  if (i != line.size()) throw Usage{"text after the operand"};
+  if (c.key.empty()) throw Usage{"KEY is empty"};
+  switch (c.target) {
+    case zaris::CompareTarget::value:
+      c.bytes = std::move(operand);
+      break;
+    case zaris::CompareTarget::lease:
+      c.number = lease_operand(operand).value();
+      break;
+    default:
+      c.number = count_arg(operand, "the operand", 0, std::numeric_limits<std::uint64_t>::max());
+  }
+  return c;
+}
+
+// put KEY VALUE [--lease=ID], get KEY [--prefix] [--keys-only] [--limit=N],
+// del KEY [--prefix]: the words of zarisctl's own commands; a flag's value
+// may follow it (--lease ID); after --, every word is an argument.
+zaris::TxnOp parse_request(std::string_view line) {
+  std::vector<std::string> words = split_words(line);
+  const std::string command = words.empty() ? "" : words[0];
+  if (command != "put" && command != "get" && command != "del")
+    throw Usage{fmt::format("unknown request '{}' (put, get or del)", command)};
+  std::vector<std::string> args;
+  std::optional<std::string> lease, limit;
+  bool prefix = false, keys_only = false, options_end = false;
+  for (std::size_t w = 1; w < words.size(); ++w) {
+    const std::string& word = words[w];
+    if (options_end || word.size() < 2 || word[0] != '-') {
+      args.push_back(word);
+      continue;
+    }
+    if (word == "--") {
+      options_end = true;
+      continue;
+    }
+    const std::size_t eq = word.find('=');
+    const std::string name = word.substr(0, eq);
+    std::optional<std::string> given;
+    if (eq != std::string::npos) given = word.substr(eq + 1);
+    auto value_of = [&]() -> std::string {
+      if (given) return *given;
+      if (w + 1 >= words.size()) throw Usage{fmt::format("{} needs a value", name)};
+      return words[++w];
+    };
+    auto flag = [&](bool& set) {
+      if (given) throw Usage{fmt::format("{} takes no value", name)};
+      set = true;
+    };
+    if (command == "put" && name == "--lease") {
+      lease = value_of();
+    } else if (command != "put" && name == "--prefix") {
+      flag(prefix);
+    } else if (command == "get" && name == "--keys-only") {
+      flag(keys_only);
+    } else if (command == "get" && name == "--limit") {
+      limit = value_of();
+    } else {
+      throw Usage{fmt::format("unknown flag {} for {}", name, command)};
+    }
+  }
+  if (command == "put") {
+    if (args.size() != 2) throw Usage{"put takes KEY VALUE"};
+    require_key(args[0], false);
+    zaris::LeaseId id;
+    if (lease) id = lease_arg(*lease);
+    return zaris::TxnOp::put(args[0], args[1], id);
+  }
+  if (args.size() != 1) throw Usage{fmt::format("{} takes one KEY", command)};
+  require_key(args[0], prefix);
+  if (command == "del")
+    return prefix ? zaris::TxnOp::del_prefix(args[0]) : zaris::TxnOp::del(args[0]);
+  zaris::RangeOptions options;
+  options.keys_only = keys_only;
+  if (limit)
+    options.limit = static_cast<std::size_t>(
+        count_arg(*limit, "--limit", 0, std::numeric_limits<std::size_t>::max()));
+  if (!prefix) {
+    zaris::TxnOp op = zaris::TxnOp::get(args[0]);
+    op.options = options;  // keys_only; a limit cannot cut one key short
+    return op;
+  }
+  return zaris::TxnOp::range(args[0], options);
+}
+
+// Reads the whole transaction from standard input, or throws a Usage naming
+// the line at fault. Interactively, it prompts on stderr before each block
+// and stops at the blank line that ends the third.
+zaris::Txn read_txn(bool interactive) {
+  static const char* kPrompts[] = {
+      "compares:", "success requests (get, put, del):", "failure requests (get, put, del):"};
+  auto prompt = [&](int block) {
+    if (interactive) std::fprintf(stderr, "%s\n", kPrompts[block]);
+  };
+  zaris::Txn txn;
+  int block = 0;  // 0 compares, 1 success, 2 failure, 3 after the failure block
+  prompt(0);
+  std::string line;
+  for (std::size_t number = 1; std::getline(std::cin, line); ++number) {
+    std::string_view text = trim(line);
+    if (text.empty()) {
+      if (block < 3) ++block;
+      if (block == 3 && interactive) break;
+      if (block < 3) prompt(block);
+      continue;
+    }
+    try {
+      if (block == 3)
+        throw Usage{
+            "more than three blocks (compares, success requests, failure requests, each ended "
+            "by one blank line)"};
+      if (block == 0) {
+        txn.compares.push_back(parse_compare(text));
+      } else {
+        (block == 1 ? txn.success : txn.failure).push_back(parse_request(text));
+      }
+    } catch (const Usage& usage) {
+      // The line as it is, up to a length that keeps the message readable.
+      const std::size_t kShown = 120;
+      std::string shown(text.substr(0, kShown));
+      if (text.size() > kShown) shown += "...";
+      throw Usage{fmt::format("txn: line {} ({}): {}", number, shown, usage.message)};
+    }
+  }
+  if (std::cin.bad() || std::ferror(stdin)) {
+    int error = errno;
+    throw Failure{std::string("cannot read standard input: ") + std::strerror(error)};
+  }
+  return txn;
+}
+
+const char* txn_kind_name(zaris::TxnOp::Kind kind) {
+  switch (kind) {
+    case zaris::TxnOp::Kind::put:
+      return "put";
+    case zaris::TxnOp::Kind::get:
+    case zaris::TxnOp::Kind::range:
+      return "get";
+    case zaris::TxnOp::Kind::del:
+    case zaris::TxnOp::Kind::del_prefix:
+      return "del";
+  }
+  return "?";
+}
+
+void cmd_txn(const Globals& g, bool interactive) {
+  const zaris::Txn txn = read_txn(interactive);
+  auto puts = [](const std::vector<zaris::TxnOp>& ops) {
+    return std::any_of(ops.begin(), ops.end(),
+                       [](const zaris::TxnOp& op) { return op.kind == zaris::TxnOp::Kind::put; });
+  };
+  // One that may put creates the segment, as `put` does.
+  auto client = puts(txn.success) || puts(txn.failure) ? open_or_create(g) : open_segment(g);
+  const zaris::TxnResult result = must(client.txn(txn));
+  const std::vector<zaris::TxnOp>& ops = result.succeeded ? txn.success : txn.failure;
+  if (g.format() == Format::json_lines) {
+    json results = json::array();
+    for (std::size_t i = 0; i < result.results.size(); ++i) {
+      const zaris::TxnOpResult& r = result.results[i];
+      json o = {{"kind", txn_kind_name(r.kind)}};
+      switch (r.kind) {
+        case zaris::TxnOp::Kind::put:
+          break;
+        case zaris::TxnOp::Kind::get:
+        case zaris::TxnOp::Kind::range:
+          o["kvs"] = kvs_json(r.kvs, ops.at(i).options.keys_only);
+          o["more"] = r.more;
+          break;
+        case zaris::TxnOp::Kind::del:
+        case zaris::TxnOp::Kind::del_prefix:
+          o["deleted"] = r.deleted;
+          break;
+      }
+      results.push_back(std::move(o));
+    }
+    print_json(
+        {{"succeeded", result.succeeded}, {"revision", result.revision}, {"results", results}});
+    return;
+  }
+  // As etcdctl: SUCCESS or FAILURE, then a blank line before each result.
+  write_raw(result.succeeded ? "SUCCESS" : "FAILURE");
+  for (std::size_t i = 0; i < result.results.size(); ++i) {
+    const zaris::TxnOpResult& r = result.results[i];
+    write_raw("");
+    switch (r.kind) {
+      case zaris::TxnOp::Kind::put:
+        write_raw("OK");
+        break;
+      case zaris::TxnOp::Kind::get:
+      case zaris::TxnOp::Kind::range: {
+        const bool keys_only = ops.at(i).options.keys_only;
+        if (g.format() == Format::table) {
+          print_kvs_table(r.kvs, keys_only);
+        } else {
+          print_kvs_simple(r.kvs, keys_only);
+        }
+        break;
+      }
+      case zaris::TxnOp::Kind::del:
+      case zaris::TxnOp::Kind::del_prefix:
+        write_raw(std::to_string(r.deleted));
+        break;
+    }
+  }
+  flush_out();
 }
 
 // ---------------------------------------------------------------- lock, elect
@@ -1101,6 +1515,20 @@ int main(int argc, char** argv) {
   watch->add_option("--rev", rev, "start at this revision (default: what comes next)");
   watch->add_option("--count", count, "exit after this many events");
   watch->callback([&] { action = [&] { cmd_watch(g, key, prefix, rev, count); }; });
+
+  bool interactive = false;
+  auto* txn = app.add_subcommand(
+      "txn", "read compares and two branches of requests from stdin; run them in one step");
+  txn->add_flag("-i,--interactive", interactive, "prompt on stderr for each block");
+  txn->footer(
+      "Standard input: three blocks, each ended by a blank line (or the end of input):\n"
+      "  compares, one a line: val|ver|create|mod|lease(\"KEY\") =|!=|<|> \"OPERAND\"\n"
+      "  requests if all hold, one a line: put KEY VALUE [--lease=ID]\n"
+      "    | get KEY [--prefix] [--keys-only] [--limit=N] | del KEY [--prefix]\n"
+      "  requests if one does not, as above\n"
+      "Exit status: 0 success, 1 the transaction was refused, 2 malformed input (nothing "
+      "is sent). See zarisctl(1).");
+  txn->callback([&] { action = [&] { cmd_txn(g, interactive); }; });
 
   // lock, elect, janitor
   std::string name, lock_ttl = "10s", lock_timeout, kill_after = "10s";

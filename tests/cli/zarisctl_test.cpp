@@ -9,7 +9,8 @@ BOOST_AUTO_TEST_CASE(help_version_and_usage_errors) {
   auto help = run({"--help"});
   BOOST_TEST(help.status == 0);
   BOOST_TEST(help.out.find("lease") != std::string::npos);
-  for (auto sub : {"segment", "lease", "put", "get", "del", "watch", "lock", "elect", "janitor"}) {
+  for (auto sub :
+       {"segment", "lease", "put", "get", "del", "txn", "watch", "lock", "elect", "janitor"}) {
     auto o = run({sub, "--help"});
     BOOST_TEST(o.status == 0, sub << " --help");
   }
@@ -40,13 +41,14 @@ BOOST_AUTO_TEST_CASE(man_page_and_completion_cover_every_command) {
     BOOST_TEST(man.find(option) != std::string::npos, option);
   for (auto command : {"segment create", "segment destroy", "status", "check", "lease grant",
                        "lease revoke", "lease keep\\-alive", "lease timetolive", "lease list",
-                       "put", "get", "del", "watch", "lock", "elect", "janitor"})
+                       "put", "get", "del", "txn", "watch", "lock", "elect", "janitor"})
     BOOST_TEST(man.find(std::string(".B ") + command) != std::string::npos, command);
   for (auto word :
-       {"segment",  "status",     "check",       "lease",        "put",
-        "get",      "del",        "watch",       "lock",         "elect",
-        "janitor",  "keep-alive", "timetolive",  "--if-absent",  "--keys-only",
-        "--listen", "--timeout",  "--write-out", "--kill-after", "--trust-other-writers"})
+       {"segment",  "status",       "check",       "lease",        "put",
+        "get",      "del",          "watch",       "lock",         "elect",
+        "janitor",  "keep-alive",   "timetolive",  "--if-absent",  "--keys-only",
+        "--listen", "--timeout",    "--write-out", "--kill-after", "--trust-other-writers",
+        "txn",      "--interactive"})
     BOOST_TEST(completion.find(word) != std::string::npos, word);
   std::string syntax =
       "bash -n " + std::string(ZARIS_SOURCE_DIR) + "/tools/zarisctl.bash-completion";
