@@ -210,6 +210,9 @@ class Engine {
   // it does not have.
   static void fork_prepare() noexcept;
   static void fork_done() noexcept;
+  // Adds this Engine to (removes it from) those the fork handlers lock.
+  void enlist_for_fork();
+  void delist_for_fork();
 
   // This client's registration; guarded by registration_mutex_.
   std::mutex registration_mutex_;

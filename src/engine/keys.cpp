@@ -1,0 +1,199 @@
+// Keys under the lock: put, range and delete as operations and transactions
+// use them.
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "engine/internal.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
+void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
+  std::string_view name = store_.key_bytes(k);
+  out.key.assign(name.data(), name.size());
+  if (with_value) {
+    std::string_view value = store_.value_bytes(k);
+    out.value.assign(value.data(), value.size());
+  } else {
+    out.value.clear();
+  }
+  out.lease = LeaseId(k.lease_id);
+  out.create_revision = k.create_revision;
+  out.mod_revision = k.mod_revision;
+  out.version = k.version;
+}
+
+std::uint64_t Engine::take_revision(Op& tx, WriteRevision& revision) {
+  if (revision.value == 0) {
+    StoreState& st = store_.state();
+    revision.value = st.revision + 1;
+    tx.set(st.revision, revision.value);
+  }
+  return revision.value;
+}
+
+Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view key,
+                                     std::string_view value, const Put& options,
+                                     WriteRevision& write_revision, const Store::Probe* found) {
+  std::uint64_t lease_id = options.lease.value();
+  if (lease_id != 0) {
+    std::uint32_t lease_slot = kNone;
+    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
+    if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
+  }
+  Store::Probe probe = found != nullptr ? *found : store_.find(key);
+  const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
+  bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
+  std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
+  if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
+  if (options.if_mod_revision && *options.if_mod_revision != current_mod)
+    return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
+                                              ", not " + std::to_string(*options.if_mod_revision)};
+  if (probe.slot == kNone && tx.empty() && store_.evict_vacant_for_insert(tx)) {
+    // No slot was free: the oldest vacant one was freed, to be written below
+    // as a fresh slot without undo records, so its removal must not be undone.
+    // Readers never saw it. (With other writes in this transaction there is
+    // no such commit, and no eviction: a full table is full.)
+    tx.commit();
+    probe = store_.find(key);
+  }
+  StoreState& st = store_.state();
+  if (probe.slot != kNone && !exists && !vacant) {
+    // The key died with its lease and was not reaped yet: its DELETE comes
+    // first, in a revision of its own.
+    // (In a transaction that wrote already, it shares the transaction's.)
+    const KeySlotHeader& old = store_.key(probe.slot);
+    std::uint64_t at = write_revision.value;
+    if (at == 0) {
+      tx.set(st.revision, st.revision + 1);
+      at = st.revision;
+    }
+    emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
+         old, at);
+  }
+  const std::uint64_t revision = take_revision(tx, write_revision);
+  std::uint32_t slot = probe.slot;
+  if (slot == kNone) {
+    slot = store_.insert_key(tx, probe, key, revision);
+    if (slot == kNone)
+      return Error{Errc::no_space,
+                   "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
+    KeySlotHeader& k = store_.key(slot);
+    if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
+    k.value_len = static_cast<std::uint32_t>(value.size());
+  } else {
+    KeySlotHeader& k = store_.key(slot);
+    if (!exists) {
+      // The old key was deleted (its slot kept vacant) or died with its
+      // lease: this put creates it anew.
+      if (vacant) store_.revive_key(tx, slot);
+      tx.set(k.create_revision, revision);
+      tx.set(k.version, std::uint64_t{1});
+    } else {
+      tx.set(k.version, k.version + 1);
+    }
+    tx.set(k.mod_revision, revision);
+    tx.write_bytes(store_.value_data(k), value.data(), value.size());
+    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+  }
+  store_.set_key_lease(tx, slot, lease_id);
+  emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
+  note_key_hash(tx, probe.hash32);
+  return PutResult{revision};
+}
+
+std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
+                                 const RangeOptions& options, std::vector<KeyValue>& out,
+                                 bool& more) {
+  more = false;
+  if (prefix.size() > layout_.caps.max_key_bytes) return 0;
+  std::size_t n = 0;
+  auto take = [&](const KeySlotHeader& k) {
+    if (n == out.size()) out.emplace_back();
+    fill(k, out[n++], !options.keys_only);
+  };
+  const std::uint64_t min_created = options.min_create_revision;
+  const std::uint64_t max_created =
+      options.max_create_revision == 0 ? ~std::uint64_t{0} : options.max_create_revision;
+  const bool by_key = options.order == RangeOrder::key;
+  // By create revision: {revision, slot} of every match, on the stack for the
+  // few keys a lock's name holds.
+  using Match = std::pair<std::uint64_t, std::uint32_t>;
+  constexpr std::size_t kInline = 16;
+  Match inline_found[kInline];
+  std::vector<Match> spilled;
+  std::size_t count = 0;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (k.create_revision < min_created || k.create_revision > max_created) return true;
+    if (!store_.key_visible(k, now)) return true;
+    if (!by_key) {
+      if (count < kInline) {
+        inline_found[count] = {k.create_revision, s};
+      } else {
+        if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
+        spilled.emplace_back(k.create_revision, s);
+      }
+      ++count;
+      return true;
+    }
+    if (options.limit != 0 && n >= options.limit) {
+      more = true;
+      return false;
+    }
+    take(k);
+    return true;
+  });
+  if (by_key) return n;
+  Match* found = spilled.empty() ? inline_found : spilled.data();
+  const std::size_t kept = options.limit != 0 && count > options.limit ? options.limit : count;
+  more = kept < count;
+  auto oldest_first = [](const Match& a, const Match& b) { return a.first < b.first; };
+  auto newest_first = [](const Match& a, const Match& b) { return a.first > b.first; };
+  if (options.order == RangeOrder::create_revision_ascending) {
+    std::partial_sort(found, found + kept, found + count, oldest_first);
+  } else {
+    std::partial_sort(found, found + kept, found + count, newest_first);
+  }
+  for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].second));
+  return n;
+}
+
+bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
+                               WriteRevision& revision) {
+  Store::Probe probe = store_.find(key);
+  if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return false;
+  emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot),
+       take_revision(tx, revision));
+  note_key_hash(tx, probe.hash32);
+  store_.vacate_key(tx, probe.slot);
+  return true;
+}
+
+std::uint64_t Engine::delete_prefix_locked(Op& tx, std::int64_t now, std::string_view prefix,
+                                           WriteRevision& revision) {
+  if (prefix.size() > layout_.caps.max_key_bytes) return 0;
+  std::uint64_t deleted = 0;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (store_.key_visible(k, now)) {
+      emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, take_revision(tx, revision));
+      note_key(tx, store_.key_bytes(k));
+      store_.remove_key(tx, s);
+      ++deleted;
+    }
+    return true;
+  });
+  return deleted;
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,196 @@
+// Reaping: the keys of ended leases deleted and their slots freed, a prefix
+// delete finished, dead registrations released; in bounded batches.
+#include "engine/engine.hpp"
+
+#include <string>
+
+#include "engine/internal.hpp"
+#include "segment/futex.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
+bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
+  LeaseSlot& l = store_.lease(slot);
+  if (!segment::deadline_ended(l.deadline_ns.load(std::memory_order_acquire)))
+    abort_corrupt("reaping a lease that is not dead");
+  StoreState& st = store_.state();
+  std::uint32_t in_tx = 0;
+  const std::uint32_t reason = end_reason(l);
+  while (l.key_head != kNone) {
+    if (key_budget == 0) {
+      // Other operations come before the rest: it takes a revision of its own.
+      tx.set(l.end_revision, std::uint64_t{0});
+      tx.commit();
+      return false;
+    }
+    if (in_tx == kKeysPerTx) {
+      tx.commit();
+      in_tx = 0;
+    }
+    const KeySlotHeader& k = store_.key(l.key_head);
+    if (k.used == segment::kKeyLive) {
+      // All of a lease's keys go in one revision, however many batches it
+      // takes, unless other changes came since its last batch (a crash, a
+      // budget): events stay in revision order. Taken at its first live key:
+      // a lease with only vacant keys (deleted already) takes none.
+      if (l.end_revision != st.revision) {
+        tx.set(st.revision, st.revision + 1);
+        tx.set(l.end_revision, st.revision);
+      }
+      emit(tx, segment::kEventDelete, reason, k, l.end_revision);
+      note_key(tx, store_.key_bytes(k));
+    }
+    store_.remove_key(tx, l.key_head);
+    --key_budget;
+    ++in_tx;
+  }
+  store_.free_lease(tx, slot);
+  tx.commit();
+  return true;
+}
+
+void Engine::reap_due(Op& tx, std::int64_t now) {
+  const StoreState& st = store_.state();
+  if (st.dying_processes == 0 &&
+      (st.heap_size == 0 || store_.heap(0).deadline_ns > static_cast<std::uint64_t>(now)))
+    return;  // the common case: nothing is due
+  std::uint32_t leases = kReapLeaseBudget;
+  std::uint32_t keys = kReapKeyBudget;
+  if (st.dying_processes > 0 && !release_dying(tx, keys)) return;
+  reap_expired(tx, now, leases, keys);
+}
+
+std::uint32_t Engine::reap_expired(Op& tx, std::int64_t now, std::uint32_t& leases,
+                                   std::uint32_t& keys) {
+  StoreState& st = store_.state();
+  std::uint32_t reaped = 0;
+  while (leases > 0 && keys > 0 && st.heap_size > 0) {
+    HeapEntry top = store_.heap(0);
+    if (top.deadline_ns > static_cast<std::uint64_t>(now)) break;
+    --leases;
+    LeaseSlot& l = store_.lease(top.slot);
+    // One reading decides: a keep-alive may move the deadline on, or a
+    // keep-alive that found it past may seal it, at any moment.
+    std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+    while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
+           !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+    }
+    if (d < kDeadlineStates && d > static_cast<std::uint64_t>(now)) {
+      // Kept alive since it was filed: the heap catches up with its deadline.
+      store_.heap_update(tx, 0, d);
+      tx.commit();
+      continue;
+    }
+    if (!reap_lease(tx, top.slot, keys)) break;
+    ++reaped;
+  }
+  return reaped;
+}
+
+bool Engine::delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget) {
+  segment::JournalHeader& j = store_.journal();
+  const std::uint32_t prefix_len = segment::read_once(j.intent_key_len);
+  if (prefix_len > layout_.caps.max_key_bytes) abort_corrupt("intent prefix length");
+  std::string prefix(reinterpret_cast<const char*>(mapping_->base() + layout_.intent_key_offset),
+                     prefix_len);
+  std::uint32_t victims[kKeysPerTx];
+  budget = std::min(budget, kKeysPerTx);
+  std::uint32_t found = 0;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (store_.key_visible(k, now)) victims[found++] = s;
+    return found < budget;
+  });
+  for (std::uint32_t i = 0; i < found; ++i) {
+    const KeySlotHeader& k = store_.key(victims[i]);
+    emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, j.intent_revision);
+    note_key(tx, store_.key_bytes(k));
+    store_.remove_key(tx, victims[i]);
+  }
+  bool done = found < budget;
+  if (done) tx.set(j.intent_kind, kIntentNone);
+  tx.commit();
+  return done;
+}
+
+void Engine::finish_intent(Op& tx, std::int64_t now) {
+  if (store_.journal().intent_kind != kIntentDeletePrefix) abort_corrupt("unknown intent");
+  while (!delete_prefix_batch(tx, now, kKeysPerTx)) {
+  }
+}
+
+void Engine::mark_dying(Op& tx, std::uint32_t process) {
+  ProcessSlot& p = store_.process(process);
+  if (p.state != segment::kProcessLive || store_.process_alive(p)) return;
+  StoreState& st = store_.state();
+  tx.set(p.state, segment::kProcessDying);
+  tx.set(st.dying_processes, st.dying_processes + 1);
+  tx.commit();
+  // The kernel woke one waiter on the death, perhaps not all: wake them all.
+  segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
+  wake_janitor_now(channels_->registry);
+}
+
+bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released) {
+  StoreState& st = store_.state();
+  for (std::uint32_t i = 0; i < layout_.caps.max_processes && st.dying_processes > 0; ++i) {
+    ProcessSlot& p = store_.process(i);
+    if (p.state != segment::kProcessDying) continue;
+    std::uint32_t steps = 0;
+    while (p.lease_head != kNone) {
+      if (++steps > layout_.caps.max_leases) abort_corrupt("owner lease list has a cycle");
+      std::uint32_t slot = p.lease_head;
+      LeaseSlot& l = store_.lease(slot);
+      if ((l.flags & segment::kLeaseBound) == 0 || l.owner != i)
+        abort_corrupt("owner lease list holds another's lease");
+      // Ends now, unless it ended otherwise first (and says so).
+      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+      while (d < kDeadlineStates && !l.deadline_ns.compare_exchange_weak(
+                                        d, kDeadlineOwnerDied, std::memory_order_acq_rel)) {
+      }
+      if (!reap_lease(tx, slot, key_budget)) return false;
+    }
+    tx.set(p.state, segment::kProcessFree);
+    tx.set(st.process_count, st.process_count - 1);
+    tx.set(st.dying_processes, st.dying_processes - 1);
+    if (st.janitor_slot == i) {
+      tx.set(st.janitor_slot, kNone);
+      channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
+    }
+    tx.commit();
+    if (released != nullptr) ++*released;
+    wake_janitor_now(channels_->registry);
+  }
+  if (st.dying_processes > 0) abort_corrupt("dying process count");
+  return true;
+}
+
+bool Engine::revoke_slot(Op& tx, std::uint32_t slot, std::int64_t now) {
+  LeaseSlot& l = store_.lease(slot);
+  // Its keys' DELETE events will say "revoked"; a rollback or a repair clears it.
+  tx.set_atomic(l.flags, l.flags | segment::kLeaseRevoked);
+  tx.commit();
+  // The revoke's single instant: from this CAS on the lease and its keys are gone.
+  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+  while (d < kDeadlineStates &&
+         !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
+  }
+  if (d >= kDeadlineStates || d <= static_cast<std::uint64_t>(now)) {
+    // Ended otherwise first (a racing keep-alive found it expired): it is not
+    // ours to revoke, and its keys' DELETEs will say why it ended.
+    tx.set_atomic(l.flags, l.flags & ~segment::kLeaseRevoked);
+    tx.commit();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace zaris::engine

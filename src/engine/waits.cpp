@@ -1,0 +1,291 @@
+// Sleeping until something changes: waits on keys and watchers' reads
+// (docs/coordination.md).
+#include "engine/engine.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "engine/internal.hpp"
+#include "engine/frame.hpp"
+#include "segment/deadline.hpp"
+#include "segment/futex.hpp"
+#include "segment/process.hpp"
+#include "segment/read_once.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
+namespace {
+
+// Registers as a sleeper on a channel for one wait.
+class Sleeper {
+ public:
+  explicit Sleeper(segment::Channel& channel) : channel_(channel) {
+    channel_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~Sleeper() { channel_.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  std::uint32_t seq() const { return channel_.seq.load(std::memory_order_seq_cst); }
+  void sleep(std::uint32_t seen, std::int64_t until_real) {
+    segment::futex_wait_until(channel_.seq, seen, until_real);
+  }
+
+ private:
+  segment::Channel& channel_;
+};
+
+// How long a waiter spins on its words before it sleeps: about one hand-off
+// of a lock between processes. Only with another CPU to make the change.
+constexpr std::int64_t kSpinNs = 20'000;
+
+// Spins while every word holds its expected value, for at most kSpinNs;
+// true if one changed.
+bool spin_until_changed(const segment::FutexWord* words, std::size_t n) {
+  static const bool other_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
+  if (!other_cpus) return false;
+  const std::int64_t stop = real_now() + kSpinNs;
+  for (;;) {
+    for (int round = 0; round < 64; ++round) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (std::atomic_ref<std::uint32_t>(*words[i].word).load(std::memory_order_acquire) !=
+            words[i].expected)
+          return true;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (real_now() >= stop) return false;
+  }
+}
+
+}  // namespace
+
+std::int64_t Engine::liveness_deadline() const {
+  // Sleepers look again at least this often, whatever they wait for: a writer
+  // killed between its change and its wake-up, or time moved by an injected
+  // clock (which no futex sees), costs them at most one slice.
+  const std::int64_t slice = clock_ ? 10'000'000 : 1'000'000'000;
+  return real_now() + slice;
+}
+
+std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake_now) {
+  // Waits sleep on CLOCK_MONOTONIC; an injected clock's deadline becomes the
+  // same distance ahead on it.
+  // fake_now >= 0, so the difference cannot overflow once the deadline is ahead.
+  const std::int64_t ahead = fake_deadline > fake_now ? fake_deadline - fake_now : 0;
+  return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
+}
+
+Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
+                                     std::chrono::nanoseconds timeout) {
+  Watched one{key, seen_mod_revision};
+  return wait_for_any_change(&one, 1, timeout);
+}
+
+Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
+                                         std::chrono::nanoseconds timeout) {
+  if (count == 0 || count > kMaxWatched)
+    return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
+  for (std::size_t i = 0; i < count; ++i)
+    if (auto bad = check_key(keys[i].key); !bad) return std::move(bad).error();
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
+  // Each key's channel (the same channel once), and the liveness word of each
+  // bound lease's owner: a death wakes us too.
+  segment::Channel* channels[kMaxWatched];
+  std::size_t channel_count = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    segment::Channel* c = &channels_->keys[store_.hash32(keys[i].key) % segment::kKeyChannels];
+    if (std::find(channels, channels + channel_count, c) == channels + channel_count)
+      channels[channel_count++] = c;
+  }
+  // Never our own registration's word: the kernel wakes one waiter on a
+  // death, and a thread of the dying process must not be the one.
+  std::uint32_t own = kNone;
+  std::uint32_t own_generation = 0;
+  {
+    std::lock_guard guard(registration_mutex_);
+    if (liveness_ && reg_pid_ == segment::self_pid()) {
+      own = reg_slot_;
+      own_generation = reg_generation_;
+    }
+  }
+  struct Seen {
+    bool changed = false;
+    std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
+    std::int64_t now = 0;
+    std::uint32_t* owners[kMaxWatched] = {};
+    std::size_t owner_count = 0;
+  };
+  for (;;) {
+    std::optional<Sleeper> sleepers[kMaxWatched];
+    std::uint32_t seqs[kMaxWatched];
+    for (std::size_t c = 0; c < channel_count; ++c) {
+      sleepers[c].emplace(*channels[c]);
+      seqs[c] = sleepers[c]->seq();
+    }
+    auto seen = locked<Seen>(Reap::no, [&](Op&, std::int64_t now) -> Result<Seen> {
+      Seen out;
+      out.now = now;
+      for (std::size_t i = 0; i < count && !out.changed; ++i) {
+        Store::Probe probe = store_.find(keys[i].key);
+        const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
+        if (k == nullptr || !store_.key_visible(*k, now)) {
+          out.changed = keys[i].seen_mod_revision != 0;
+          continue;
+        }
+        if (k->mod_revision != keys[i].seen_mod_revision) {
+          out.changed = true;
+          continue;
+        }
+        if (k->lease_id == 0) continue;
+        const LeaseSlot& l = store_.lease(store_.lease_slot_of(k->lease_id));
+        std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+        if (d < kDeadlineStates)
+          out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
+        if ((l.flags & segment::kLeaseBound) != 0 &&
+            !(l.owner == own && l.owner_generation == own_generation))
+          out.owners[out.owner_count++] =
+              reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
+      }
+      return out;
+    });
+    if (!seen) return std::move(seen).error();
+    if (seen->changed) return true;
+    std::int64_t until = std::min(give_up, liveness_deadline());
+    if (seen->deadline != kNever) until = std::min(until, real_deadline(seen->deadline, seen->now));
+    if (real_now() >= give_up) return false;
+    // Sleep on every channel and every owner's liveness word at once.
+    segment::FutexWord words[2 * kMaxWatched];
+    std::size_t n = 0;
+    for (std::size_t c = 0; c < channel_count; ++c)
+      words[n++] = {reinterpret_cast<std::uint32_t*>(&channels[c]->seq), seqs[c]};
+    bool dead = false;
+    for (std::size_t o = 0; o < seen->owner_count; ++o) {
+      std::uint32_t expected = 0;
+      if (!arm_liveness_word(seen->owners[o], expected)) dead = true;
+      words[n++] = {seen->owners[o], expected};
+    }
+    if (dead) continue;  // an owner died since: look again
+    // A lock changes hands in a few microseconds: spin that long before
+    // paying for a sleep and a wake-up.
+    if (spin_until_changed(words, n)) continue;
+    int woke = segment::futex_wait_any(words, static_cast<std::uint32_t>(n), until);
+    if (woke == -2) {
+      // No futex_waitv: the first channel alone (deaths are seen at the next look).
+      sleepers[0]->sleep(seqs[0], until);
+      continue;
+    }
+    // The kernel wakes one waiter on a death: pass it on to the others.
+    for (std::size_t o = 0; o < seen->owner_count; ++o)
+      if (woke == static_cast<int>(channel_count + o) ||
+          !liveness_alive(std::atomic_ref<std::uint32_t>(*seen->owners[o]).load()))
+        segment::futex_wake_all(seen->owners[o]);
+  }
+}
+
+Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix,
+                                               EventCursor& cursor, std::size_t max,
+                                               std::chrono::nanoseconds timeout) {
+  if (max == 0) return Error{Errc::invalid_argument, "asked for at most 0 events"};
+  const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
+  using Out = std::vector<Event>;
+  struct Batch {
+    Out events;
+    std::int64_t next_expiry;  // the heap's top, on the engine's clock
+    std::int64_t now;
+    bool more;  // events are left to scan
+  };
+  for (;;) {
+    Sleeper sleeper(channels_->events);
+    std::uint32_t seq = sleeper.seq();
+    // Reap::yes: an expiry nobody touched becomes DELETE events now.
+    auto batch = locked<Batch>(Reap::yes, [&](Op&, std::int64_t now) -> Result<Batch> {
+      segment::EventRingHeader& ring = *ring_;
+      const std::uint64_t head = ring.head;
+      const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
+      const std::uint64_t compacted = ring.compacted_revision.load(std::memory_order_relaxed);
+      if (first <= head && head - first > layout_.caps.max_events)
+        abort_corrupt("event ring bounds");
+      auto compacted_error = [&] {
+        return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +
+                                          " are gone: the watcher fell behind"};
+      };
+      if (!cursor.positioned) {
+        std::uint64_t from = std::max<std::uint64_t>(cursor.next_revision, 1);
+        cursor.skip_below = from;  // a start in the future: nothing before it
+        {
+          if (from <= compacted) return compacted_error();
+          std::uint64_t lo = first;
+          std::uint64_t hi = head;
+          while (lo < hi) {  // the first event with revision >= from
+            std::uint64_t mid = lo + (hi - lo) / 2;
+            const segment::EventSlotHeader& probe = event_slot(mid);
+            if (probe.index != mid) abort_corrupt("event " + std::to_string(mid));
+            if (probe.revision < from) {
+              lo = mid + 1;
+            } else {
+              hi = mid;
+            }
+          }
+          cursor.next_index = lo;
+        }
+        cursor.positioned = true;
+      }
+      if (cursor.next_index < first) return compacted_error();
+      Batch out{{}, kNever, now, false};
+      std::uint64_t i = cursor.next_index;
+      // Bounded work under the lock: a narrow watcher far behind comes back.
+      const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
+      for (; i < scan_end && out.events.size() < max; ++i) {
+        const segment::EventSlotHeader& slot = event_slot(i);
+        const segment::EventSlotHeader e = segment::read_once(slot);
+        if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
+            e.value_len > layout_.caps.max_value_bytes ||
+            (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
+            e.reason > segment::kReasonOwnerDied)
+          abort_corrupt("event " + std::to_string(i));
+        const char* data = reinterpret_cast<const char*>(&slot + 1);
+        std::string_view name(data, e.key_len);
+        cursor.next_revision = e.revision;
+        if (e.revision < cursor.skip_below) continue;
+        if (prefix ? !name.starts_with(key) : name != key) continue;
+        Event& ev = out.events.emplace_back();
+        ev.type = e.type == segment::kEventPut ? EventType::put : EventType::del;
+        ev.reason = static_cast<DeleteReason>(e.type == segment::kEventPut ? 0 : e.reason);
+        ev.revision = e.revision;
+        ev.kv.key.assign(name);
+        ev.kv.value.assign(data + layout_.caps.max_key_bytes, e.value_len);
+        ev.kv.lease = LeaseId(e.lease_id);
+        ev.kv.create_revision = e.create_revision;
+        ev.kv.mod_revision = e.mod_revision;
+        ev.kv.version = e.version;
+      }
+      cursor.next_index = i;
+      out.more = i < head;
+      if (i == head)
+        cursor.next_revision = std::max(cursor.skip_below, store_.state().revision + 1);
+      if (store_.state().heap_size > 0)
+        out.next_expiry =
+            static_cast<std::int64_t>(std::min<std::uint64_t>(store_.heap(0).deadline_ns, kNever));
+      return out;
+    });
+    if (!batch) return std::move(batch).error();
+    if (!batch->events.empty() || real_now() >= give_up) return std::move(batch->events);
+    if (batch->more) continue;  // scanned its share without a match: go on
+    std::int64_t until = std::min(give_up, liveness_deadline());
+    if (batch->next_expiry != kNever)
+      until = std::min(until, real_deadline(batch->next_expiry, batch->now));
+    sleeper.sleep(seq, until);
+  }
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,77 @@
+// Wake-ups: the channels an operation changed, bumped under the lock and
+// woken after it (docs/coordination.md, "Channels").
+#include "engine/engine.hpp"
+
+#include "engine/internal.hpp"
+#include "segment/futex.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
+void Engine::bump(Op& tx, segment::Channel& channel, bool& noted) {
+  // A waiter counts itself a sleeper before it reads `seq` and checks its
+  // condition under the lock we hold. So if nobody is counted now, any
+  // waiter will check after our commit and see the change: no bump, no
+  // wake needed. Otherwise bump, and wake after unlock.
+  if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  noted = true;
+  tx.wakeups.any = true;
+}
+
+void Engine::wake_janitor_now(segment::Channel& channel) {
+  // The janitor's channels are woken before the lock is released, not after:
+  // a waker killed in between would leave it asleep (it has no periodic look
+  // on the real clock), while a waker killed holding the lock is repaired by
+  // the next locker, whose repair wakes every channel. They change rarely.
+  if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
+  channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  segment::futex_wake_all(channel.seq);
+}
+
+void Engine::note_key(Op& tx, std::string_view key) {
+  note_key_hash(tx, store_.hash32(key));
+}
+
+void Engine::note_key_hash(Op& tx, std::uint32_t hash) {
+  std::uint32_t channel = hash % segment::kKeyChannels;
+  bool noted = false;
+  bump(tx, channels_->keys[channel], noted);
+  if (noted) tx.wakeups.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
+}
+
+void Engine::note_all(Op& tx) {
+  Wakeups& w = tx.wakeups;
+  for (auto& word : w.keys) word = ~std::uint64_t{0};
+  w.events = true;
+  w.registry = true;
+  w.janitor = true;
+  w.any = true;
+  for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
+  channels_->janitor.seq.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Engine::wake_noted(Wakeups& noted) {
+  if (!noted.any) return;
+  for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
+    for (std::uint64_t bits = noted.keys[word]; bits != 0; bits &= bits - 1)
+      segment::futex_wake_all(
+          channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq);
+  }
+  if (noted.events) segment::futex_wake_all(channels_->events.seq);
+  if (noted.registry) segment::futex_wake_all(channels_->registry.seq);
+  if (noted.janitor) segment::futex_wake_all(channels_->janitor.seq);
+  noted = Wakeups{};
+}
+
+}  // namespace zaris::engine
