@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/client_impl.hpp"
+#include "engine/wait_set.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
 
@@ -23,6 +24,7 @@ using engine::Engine;
 // are the stop word and the two channels.
 constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
 constexpr std::int64_t kBusyRetryNs = 100'000'000;
+constexpr std::int64_t kFallbackSliceNs = 10'000'000;
 // On a death, those asleep on the dead owner's keys wake from the same notice
 // and release what they wait for themselves: the janitor lets them go first,
 // then releases the rest (docs/owners.md).
@@ -31,21 +33,6 @@ constexpr std::int64_t kDeathHeadStartNs = 500'000;
 std::int64_t real_now() {
   return MonotonicClock().now_ns();
 }
-
-// Counts the caller as a sleeper on a channel while it lives, so that writers
-// know to bump and wake it.
-class Counted {
- public:
-  explicit Counted(segment::Channel& channel) : channel_(channel) {
-    channel_.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  }
-  ~Counted() { channel_.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
-  Counted(const Counted&) = delete;
-  Counted& operator=(const Counted&) = delete;
-
- private:
-  segment::Channel& channel_;
-};
 
 }  // namespace
 
@@ -106,11 +93,10 @@ class Janitor::Impl {
     segment::Channel& registry = engine_.registry_channel();
     segment::Channel& janitor = engine_.janitor_channel();
     while (!stopping()) {
-      Counted on_registry(registry);
-      std::optional<Counted> on_janitor;
-      if (index == 0) on_janitor.emplace(janitor);
-      const std::uint32_t registry_seq = registry.seq.load(std::memory_order_seq_cst);
-      const std::uint32_t janitor_seq = janitor.seq.load(std::memory_order_seq_cst);
+      // Counted on the channels before the pass looks (engine/wait_set.hpp).
+      engine::WaitSet set;
+      if (index == 0) set.add_channel(janitor);  // first: slept on without futex_waitv
+      set.add_channel(registry);
       auto pass = engine_.janitor_pass();
       if (!pass) {
         // Not the janitor any more, or a segment lost for good (truncated,
@@ -129,36 +115,21 @@ class Janitor::Impl {
       if (pass->more) continue;
       if (index == 0) spawn_watchers(pass->owners.size());
 
-      std::vector<segment::FutexWord> words;
-      words.reserve(segment::kFutexWaitMax);
-      words.push_back({reinterpret_cast<std::uint32_t*>(&stop_word_), 0});
-      words.push_back({reinterpret_cast<std::uint32_t*>(&registry.seq), registry_seq});
-      if (index == 0)
-        words.push_back({reinterpret_cast<std::uint32_t*>(&janitor.seq), janitor_seq});
+      set.add_word(reinterpret_cast<std::uint32_t*>(&stop_word_), 0);
       const std::size_t first = index * kOwnersPerThread;
       bool dead_seen = false;
       for (std::size_t i = first; i < pass->owners.size() && i < first + kOwnersPerThread; ++i) {
-        std::uint32_t expected = 0;
-        if (!engine::arm_liveness_word(pass->owners[i].word, expected)) {
+        if (!set.add_owner(pass->owners[i].word)) {
           dead_seen = true;  // died since the pass: look again at once
           break;
         }
-        words.push_back({pass->owners[i].word, expected});
       }
       if (dead_seen) continue;
-      const std::size_t owners_from = index == 0 ? 3 : 2;
-      std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
-      int woke =
-          segment::futex_wait_any(words.data(), static_cast<std::uint32_t>(words.size()), until);
-      if (woke == -2) {
-        // No futex_waitv: deaths are found by looking, every 10 ms.
-        segment::futex_wait_until(index == 0 ? janitor.seq : registry.seq,
-                                  index == 0 ? janitor_seq : registry_seq,
-                                  std::min(until, real_now() + 10'000'000));
-      } else if (woke >= static_cast<int>(owners_from)) {
-        // The kernel wakes one waiter on a death: pass it on to the others,
-        // and give them their head start.
-        segment::futex_wake_all(words[static_cast<std::size_t>(woke)].word);
+      const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
+      // Without futex_waitv, deaths are found by looking, every 10 ms.
+      if (set.wait(until, /*spin=*/false, kFallbackSliceNs).death) {
+        // Those asleep on the dead owner's keys were woken too: give them
+        // their head start.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }

@@ -21,23 +21,6 @@ using segment::kIntentDeletePrefix;
 using segment::kIntentNone;
 using segment::TxAbort;
 
-namespace {
-
-// Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
-// atomic step: it fails if the slot now holds another lease.
-bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
-                    std::uint64_t new_deadline) {
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-  using Pair = unsigned __int128 __attribute__((may_alias));
-  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
-  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
-  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
-#else
-#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
-#endif
-}
-
-}  // namespace
 
 Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
     : mapping_(std::move(mapping)),
@@ -119,34 +102,19 @@ Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
 }
 
 Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {
-  std::uint64_t want = id.value();
-  std::uint32_t slot = store_.lease_slot_of(want);
-  if (want == 0 || slot >= layout_.caps.max_leases)
-    return Error{Errc::not_found, lease_text(id) + " not found"};
-  // No lock: the {id, deadline} pair CAS decides against reaping and reuse.
-  LeaseSlot& l = *reinterpret_cast<LeaseSlot*>(mapping_->base() + layout_.leases_offset +
-                                               std::uint64_t{slot} * sizeof(LeaseSlot));
+  // No lock: the lease table's {id, deadline} compare-and-swap decides
+  // against reaping and reuse; a lost race is tried again at a new instant.
   for (int attempt = 0; attempt < 10000; ++attempt) {
-    std::uint64_t current = l.id.load(std::memory_order_acquire);
-    if (current != want) {
-      bool ended = current != 0 && store_.lease_generation(current) > store_.lease_generation(want);
-      return lease_error(ended ? LeaseLookup::lost : LeaseLookup::unknown, id);
+    std::uint64_t ttl = 0;
+    switch (store_.renew(id.value(), static_cast<std::uint64_t>(now()), ttl)) {
+      case Store::Renewal::renewed: return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
+      case Store::Renewal::ended: return lease_error(LeaseLookup::lost, id);
+      case Store::Renewal::unknown: return lease_error(LeaseLookup::unknown, id);
+      case Store::Renewal::corrupt:
+        return Error{Errc::corrupt_segment,
+                     "segment is corrupt: " + lease_text(id) + " has a bad TTL"};
+      case Store::Renewal::retry: break;
     }
-    std::uint64_t ttl = l.ttl_ns.load(std::memory_order_relaxed);
-    std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
-    if (deadline >= kDeadlineStates) return lease_error(LeaseLookup::lost, id);
-    auto t = static_cast<std::uint64_t>(now());
-    if (deadline <= t || !store_.owner_alive(l)) {
-      std::uint64_t seal = deadline <= t ? kDeadlineDead : kDeadlineOwnerDied;
-      if (cas_lease_pair(l, want, deadline, seal)) return lease_error(LeaseLookup::lost, id);
-      continue;
-    }
-    if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
-        ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
-      return Error{Errc::corrupt_segment,
-                   "segment is corrupt: " + lease_text(id) + " has a bad TTL"};
-    if (cas_lease_pair(l, want, deadline, t + ttl))
-      return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
   }
   return Error{Errc::busy, lease_text(id) + " is contended: keep-alive did not settle"};
 }

@@ -1,8 +1,10 @@
-// Lease slots, their free list, and the expiry heap.
+// The lease table: lease slots, their free list, and the deadline word, which
+// no other code writes.
 #include <string>
 
 #include "engine/store.hpp"
 #include "segment/process.hpp"
+#include "zaris/lease.hpp"
 
 namespace zaris::engine {
 
@@ -25,6 +27,70 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
       slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
       hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
 
+namespace {
+
+// Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
+// atomic step: it fails if the slot now holds another lease.
+bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
+                    std::uint64_t new_deadline) noexcept {
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+  using Pair = unsigned __int128 __attribute__((may_alias));
+  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
+  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
+  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
+#else
+#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
+#endif
+}
+
+// Moves a deadline word that still holds `seen` (an instant) to `next`;
+// on failure `seen` is what it holds now.
+bool cas_deadline(LeaseSlot& lease, std::uint64_t& seen, std::uint64_t next) noexcept {
+  return lease.deadline_ns.compare_exchange_weak(seen, next, std::memory_order_acq_rel);
+}
+
+}  // namespace
+
+Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uint64_t& ttl) const noexcept {
+  const std::uint32_t slot = lease_slot_of(want);
+  if (want == 0 || slot >= layout_->caps.max_leases) return Renewal::unknown;
+  LeaseSlot& l = leases_[slot];
+  std::uint64_t current = l.id.load(std::memory_order_acquire);
+  if (current != want) {
+    bool ended = current != 0 && lease_generation(current) > lease_generation(want);
+    return ended ? Renewal::ended : Renewal::unknown;
+  }
+  ttl = l.ttl_ns.load(std::memory_order_relaxed);
+  std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
+  if (deadline >= kDeadlineStates) return Renewal::ended;
+  if (deadline <= t || !owner_alive(l)) {
+    std::uint64_t seal = deadline <= t ? kDeadlineDead : kDeadlineOwnerDied;
+    return cas_lease_pair(l, want, deadline, seal) ? Renewal::ended : Renewal::retry;
+  }
+  if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
+      ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
+    return Renewal::corrupt;
+  // The pair: a slot reused by a later lease (another id) is never extended.
+  return cas_lease_pair(l, want, deadline, t + ttl) ? Renewal::renewed : Renewal::retry;
+}
+
+std::uint64_t Store::seal_if_due(LeaseSlot& l, std::int64_t now) const noexcept {
+  // One reading decides: a keep-alive may move the deadline on, or a
+  // keep-alive that found it past may seal it, at any moment.
+  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+  while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
+         !cas_deadline(l, d, kDeadlineDead)) {
+  }
+  return d;
+}
+
+std::uint64_t Store::seal(LeaseSlot& l, std::uint64_t how) const noexcept {
+  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+  while (d < kDeadlineStates && !cas_deadline(l, d, how)) {
+  }
+  return d;
+}
+
 bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
   for (;;) {
@@ -44,7 +110,7 @@ bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
       seal = kDeadlineOwnerDied;
     }
     // Ended: seal it, so a late keep-alive cannot bring it back.
-    if (l.deadline_ns.compare_exchange_weak(d, seal, std::memory_order_acq_rel)) {
+    if (cas_deadline(l, d, seal)) {
       if (seal == kDeadlineOwnerDied) notice_dead(l.owner);
       return false;
     }
@@ -155,80 +221,5 @@ void Store::free_lease(Tx& tx, std::uint32_t slot) {
   tx.set(st.lease_free_tail, slot);
 }
 
-HeapEntry& Store::heap(std::uint32_t pos) const {
-  if (pos >= state_->heap_size || pos >= layout_->caps.max_leases)
-    abort_corrupt("expiry heap position " + std::to_string(pos));
-  return heap_[pos];
-}
-
-void Store::heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry) {
-  tx.set(heap_[pos], entry);
-  tx.set(lease(entry.slot).heap_pos, pos);
-}
-
-void Store::heap_sift_up(Tx& tx, std::uint32_t pos) {
-  HeapEntry entry = heap(pos);
-  while (pos > 0) {
-    std::uint32_t parent = (pos - 1) / 2;
-    HeapEntry above = heap(parent);
-    if (above.deadline_ns <= entry.deadline_ns) break;
-    heap_place(tx, pos, above);
-    pos = parent;
-  }
-  heap_place(tx, pos, entry);
-}
-
-void Store::heap_sift_down(Tx& tx, std::uint32_t pos) {
-  HeapEntry entry = heap(pos);
-  const std::uint32_t size = state_->heap_size;
-  for (;;) {
-    std::uint64_t child = std::uint64_t{pos} * 2 + 1;
-    if (child >= size) break;
-    auto c = static_cast<std::uint32_t>(child);
-    if (c + 1 < size && heap(c + 1).deadline_ns < heap(c).deadline_ns) ++c;
-    HeapEntry below = heap(c);
-    if (below.deadline_ns >= entry.deadline_ns) break;
-    heap_place(tx, pos, below);
-    pos = c;
-  }
-  heap_place(tx, pos, entry);
-}
-
-void Store::heap_push(Tx& tx, std::uint32_t slot, std::uint64_t deadline) {
-  std::uint32_t pos = state_->heap_size;
-  if (pos >= layout_->caps.max_leases) abort_corrupt("expiry heap overflow");
-  tx.set(state_->heap_size, pos + 1);
-  heap_place(tx, pos, HeapEntry{deadline, slot, 0});
-  heap_sift_up(tx, pos);
-}
-
-void Store::heap_remove(Tx& tx, std::uint32_t pos) {
-  heap(pos);  // bounds
-  std::uint32_t last = state_->heap_size - 1;
-  if (pos != last) {
-    HeapEntry moved = heap(last);
-    tx.set(state_->heap_size, last);
-    heap_place(tx, pos, moved);
-    if (pos > 0 && heap((pos - 1) / 2).deadline_ns > moved.deadline_ns) {
-      heap_sift_up(tx, pos);
-    } else {
-      heap_sift_down(tx, pos);
-    }
-  } else {
-    tx.set(state_->heap_size, last);
-  }
-}
-
-void Store::heap_update(Tx& tx, std::uint32_t pos, std::uint64_t deadline) {
-  HeapEntry entry = heap(pos);
-  std::uint64_t old = entry.deadline_ns;
-  entry.deadline_ns = deadline;
-  heap_place(tx, pos, entry);
-  if (deadline < old) {
-    heap_sift_up(tx, pos);
-  } else {
-    heap_sift_down(tx, pos);
-  }
-}
 
 }  // namespace zaris::engine

@@ -77,13 +77,7 @@ std::uint32_t Engine::reap_expired(Op& tx, std::int64_t now, std::uint32_t& leas
     HeapEntry top = store_.heap(0);
     if (top.deadline_ns > static_cast<std::uint64_t>(now)) break;
     --leases;
-    LeaseSlot& l = store_.lease(top.slot);
-    // One reading decides: a keep-alive may move the deadline on, or a
-    // keep-alive that found it past may seal it, at any moment.
-    std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-    while (d < kDeadlineStates && d <= static_cast<std::uint64_t>(now) &&
-           !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
-    }
+    const std::uint64_t d = store_.seal_if_due(store_.lease(top.slot), now);
     if (d < kDeadlineStates && d > static_cast<std::uint64_t>(now)) {
       // Kept alive since it was filed: the heap catches up with its deadline.
       store_.heap_update(tx, 0, d);
@@ -152,10 +146,7 @@ bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* rel
       if ((l.flags & segment::kLeaseBound) == 0 || l.owner != i)
         abort_corrupt("owner lease list holds another's lease");
       // Ends now, unless it ended otherwise first (and says so).
-      std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-      while (d < kDeadlineStates && !l.deadline_ns.compare_exchange_weak(
-                                        d, kDeadlineOwnerDied, std::memory_order_acq_rel)) {
-      }
+      (void)store_.seal(l, kDeadlineOwnerDied);
       if (!reap_lease(tx, slot, key_budget)) return false;
     }
     tx.set(p.state, segment::kProcessFree);
@@ -179,10 +170,7 @@ bool Engine::revoke_slot(Op& tx, std::uint32_t slot, std::int64_t now) {
   tx.set_atomic(l.flags, l.flags | segment::kLeaseRevoked);
   tx.commit();
   // The revoke's single instant: from this CAS on the lease and its keys are gone.
-  std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
-  while (d < kDeadlineStates &&
-         !l.deadline_ns.compare_exchange_weak(d, kDeadlineDead, std::memory_order_acq_rel)) {
-  }
+  const std::uint64_t d = store_.seal(l, kDeadlineDead);
   if (d >= kDeadlineStates || d <= static_cast<std::uint64_t>(now)) {
     // Ended otherwise first (a racing keep-alive found it expired): it is not
     // ours to revoke, and its keys' DELETEs will say why it ended.

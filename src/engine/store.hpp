@@ -68,6 +68,24 @@ class Store {
   // unlinks it from its owner's list).
   void free_lease(Tx& tx, std::uint32_t slot);
 
+  // ---- the deadline word (docs/segment.md, "Expiry"): written by the
+  // functions below alone, grant() and free_lease(). A lease is live while
+  // the word is an instant; it ends when the word is sealed kDeadlineDead or
+  // kDeadlineOwnerDied, and no write ever makes an ended lease live again.
+  // Each seal is one compare-and-swap, so that keep-alives without the lock
+  // and reaping under it agree on one outcome.
+  //
+  // One attempt of a keep-alive, without the lock, of lease `id` at `now`:
+  enum class Renewal { renewed, ended, unknown, corrupt, retry };
+  Renewal renew(std::uint64_t id, std::uint64_t now, std::uint64_t& ttl) const noexcept;
+  // Seals the lease if its deadline is at or before `now`. Returns the word
+  // as found: an instant after `now` means it was kept alive (and lives).
+  std::uint64_t seal_if_due(LeaseSlot& lease, std::int64_t now) const noexcept;
+  // Ends the lease now, as `how` (kDeadlineDead: revoked; kDeadlineOwnerDied),
+  // unless it ended first. Returns the word as found: kDeadlineStates or
+  // above if it had ended already.
+  std::uint64_t seal(LeaseSlot& lease, std::uint64_t how) const noexcept;
+
   // ---- the process registry (registry.cpp; docs/owners.md) ----
   ProcessSlot& process(std::uint32_t slot) const;
   // Whether the registration in `p` is live and its liveness thread has not died.

@@ -7,6 +7,7 @@
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
+#include "engine/wait_set.hpp"
 #include "segment/deadline.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
@@ -23,51 +24,6 @@ using segment::kIntentDeletePrefix;
 using segment::kIntentNone;
 using segment::TxAbort;
 
-namespace {
-
-// Registers as a sleeper on a channel for one wait.
-class Sleeper {
- public:
-  explicit Sleeper(segment::Channel& channel) : channel_(channel) {
-    channel_.sleepers.fetch_add(1, std::memory_order_seq_cst);
-  }
-  ~Sleeper() { channel_.sleepers.fetch_sub(1, std::memory_order_seq_cst); }
-  Sleeper(const Sleeper&) = delete;
-  Sleeper& operator=(const Sleeper&) = delete;
-  std::uint32_t seq() const { return channel_.seq.load(std::memory_order_seq_cst); }
-  void sleep(std::uint32_t seen, std::int64_t until_real) {
-    segment::futex_wait_until(channel_.seq, seen, until_real);
-  }
-
- private:
-  segment::Channel& channel_;
-};
-
-// How long a waiter spins on its words before it sleeps: about one hand-off
-// of a lock between processes. Only with another CPU to make the change.
-constexpr std::int64_t kSpinNs = 20'000;
-
-// Spins while every word holds its expected value, for at most kSpinNs;
-// true if one changed.
-bool spin_until_changed(const segment::FutexWord* words, std::size_t n) {
-  static const bool other_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
-  if (!other_cpus) return false;
-  const std::int64_t stop = real_now() + kSpinNs;
-  for (;;) {
-    for (int round = 0; round < 64; ++round) {
-      for (std::size_t i = 0; i < n; ++i)
-        if (std::atomic_ref<std::uint32_t>(*words[i].word).load(std::memory_order_acquire) !=
-            words[i].expected)
-          return true;
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (real_now() >= stop) return false;
-  }
-}
-
-}  // namespace
 
 std::int64_t Engine::liveness_deadline() const {
   // Sleepers look again at least this often, whatever they wait for: a writer
@@ -126,12 +82,8 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     std::size_t owner_count = 0;
   };
   for (;;) {
-    std::optional<Sleeper> sleepers[kMaxWatched];
-    std::uint32_t seqs[kMaxWatched];
-    for (std::size_t c = 0; c < channel_count; ++c) {
-      sleepers[c].emplace(*channels[c]);
-      seqs[c] = sleepers[c]->seq();
-    }
+    WaitSet set;
+    for (std::size_t c = 0; c < channel_count; ++c) set.add_channel(*channels[c]);
     auto seen = locked<Seen>(Reap::no, [&](Op&, std::int64_t now) -> Result<Seen> {
       Seen out;
       out.now = now;
@@ -164,31 +116,13 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     if (seen->deadline != kNever) until = std::min(until, real_deadline(seen->deadline, seen->now));
     if (real_now() >= give_up) return false;
     // Sleep on every channel and every owner's liveness word at once.
-    segment::FutexWord words[2 * kMaxWatched];
-    std::size_t n = 0;
-    for (std::size_t c = 0; c < channel_count; ++c)
-      words[n++] = {reinterpret_cast<std::uint32_t*>(&channels[c]->seq), seqs[c]};
     bool dead = false;
-    for (std::size_t o = 0; o < seen->owner_count; ++o) {
-      std::uint32_t expected = 0;
-      if (!arm_liveness_word(seen->owners[o], expected)) dead = true;
-      words[n++] = {seen->owners[o], expected};
-    }
+    for (std::size_t o = 0; o < seen->owner_count && !dead; ++o)
+      dead = !set.add_owner(seen->owners[o]);
     if (dead) continue;  // an owner died since: look again
     // A lock changes hands in a few microseconds: spin that long before
     // paying for a sleep and a wake-up.
-    if (spin_until_changed(words, n)) continue;
-    int woke = segment::futex_wait_any(words, static_cast<std::uint32_t>(n), until);
-    if (woke == -2) {
-      // No futex_waitv: the first channel alone (deaths are seen at the next look).
-      sleepers[0]->sleep(seqs[0], until);
-      continue;
-    }
-    // The kernel wakes one waiter on a death: pass it on to the others.
-    for (std::size_t o = 0; o < seen->owner_count; ++o)
-      if (woke == static_cast<int>(channel_count + o) ||
-          !liveness_alive(std::atomic_ref<std::uint32_t>(*seen->owners[o]).load()))
-        segment::futex_wake_all(seen->owners[o]);
+    (void)set.wait(until, /*spin=*/true, kNever);
   }
 }
 
@@ -205,8 +139,8 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     bool more;  // events are left to scan
   };
   for (;;) {
-    Sleeper sleeper(channels_->events);
-    std::uint32_t seq = sleeper.seq();
+    WaitSet set;
+    set.add_channel(channels_->events);
     // Reap::yes: an expiry nobody touched becomes DELETE events now.
     auto batch = locked<Batch>(Reap::yes, [&](Op&, std::int64_t now) -> Result<Batch> {
       segment::EventRingHeader& ring = *ring_;
@@ -284,7 +218,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
-    sleeper.sleep(seq, until);
+    (void)set.wait(until, /*spin=*/false, kNever);
   }
 }
 

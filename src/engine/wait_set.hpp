@@ -1,0 +1,60 @@
+// One way to sleep, for every sleeper of the engine: a wait for keys, a
+// watcher, the janitor (docs/coordination.md, "Channels"; docs/owners.md).
+//
+// A sleeper, for each round:
+//   1. add_channel() each channel it waits on: it is counted a sleeper there
+//      and the channel's sequence is read, before it looks;
+//   2. looks at what it waits for, under the segment lock;
+//   3. add_owner() the liveness word of each owner whose death it waits for
+//      (false: that owner died already, look again), add_word() any other;
+//   4. wait(): spins a little if asked, then sleeps in one futex_waitv on all
+//      the words, until one changes or is woken, or the deadline.
+// The kernel wakes only one waiter of a dying thread's robust mutex: wait()
+// passes a death on to every other sleeper on that word before it returns.
+// The set uncounts itself from its channels when it is destroyed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "segment/futex.hpp"
+#include "segment/layout.hpp"
+
+namespace zaris::engine {
+
+class WaitSet {
+ public:
+  WaitSet() = default;
+  ~WaitSet();
+  WaitSet(const WaitSet&) = delete;
+  WaitSet& operator=(const WaitSet&) = delete;
+
+  // Counts the caller a sleeper on `channel` and notes its sequence now. The
+  // first channel added is the one slept on where the kernel has no
+  // futex_waitv. Adding one twice adds it once.
+  void add_channel(segment::Channel& channel);
+  // Arms a live owner's liveness word, so that its death wakes the sleep;
+  // false if it is dead already (nothing is added).
+  bool add_owner(std::uint32_t* liveness_word);
+  // Any other word, e.g. a stop flag: the sleep ends when it is not `expected`.
+  void add_word(std::uint32_t* word, std::uint32_t expected);
+  bool full() const { return count_ == segment::kFutexWaitMax; }
+
+  struct Woken {
+    bool changed = false;  // a word changed, or was woken (else: the deadline, or a signal)
+    bool death = false;    // an owner died
+  };
+  // Sleeps until a word differs from what was noted, one is woken, or
+  // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
+  // hand-off, on a machine with another CPU. Without futex_waitv it sleeps on
+  // the first channel alone, at most `fallback_slice_ns` at a time.
+  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns);
+
+ private:
+  enum class Kind : std::uint8_t { channel, owner, other };
+  segment::FutexWord words_[segment::kFutexWaitMax];
+  Kind kinds_[segment::kFutexWaitMax];
+  std::uint32_t count_ = 0;
+};
+
+}  // namespace zaris::engine
