@@ -122,7 +122,7 @@ Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {
 Result<void> Engine::revoke(LeaseId id) {
   return locked<void>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<void> {
     std::uint32_t slot = kNone;
-    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
+    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot, tx.noticed);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
     if (!revoke_slot(tx, slot, now)) return lease_error(LeaseLookup::lost, id);
     std::uint32_t unlimited = ~std::uint32_t{0};
@@ -132,9 +132,9 @@ Result<void> Engine::revoke(LeaseId id) {
 }
 
 Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
-  return locked<LeaseInfo>(Reap::no, [&](Op&, std::int64_t now) -> Result<LeaseInfo> {
+  return locked<LeaseInfo>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<LeaseInfo> {
     std::uint32_t slot = kNone;
-    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot);
+    LeaseLookup lookup = store_.lookup_lease(id.value(), now, slot, tx.noticed);
     if (lookup != LeaseLookup::live) return lease_error(lookup, id);
     const LeaseSlot& l = store_.lease(slot);
     LeaseInfo info;
@@ -160,14 +160,14 @@ Result<LeaseInfo> Engine::time_to_live(LeaseId id, bool with_keys) {
 
 Result<std::vector<LeaseStatus>> Engine::list() {
   using Out = std::vector<LeaseStatus>;
-  return locked<Out>(Reap::no, [&](Op&, std::int64_t now) -> Result<Out> {
+  return locked<Out>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<Out> {
     Out out;
     std::uint32_t size = store_.state().heap_size;
     if (size > layout_.caps.max_leases) abort_corrupt("heap size");
     out.reserve(size);
     for (std::uint32_t pos = 0; pos < size; ++pos) {
       LeaseSlot& l = store_.lease(store_.heap(pos).slot);
-      if (!store_.lease_live(l, now)) continue;
+      if (!store_.lease_live(l, now, tx.noticed)) continue;
       out.push_back(LeaseStatus{LeaseId(l.id.load(std::memory_order_relaxed)),
                                 std::chrono::nanoseconds(l.ttl_ns.load(std::memory_order_relaxed)),
                                 remaining_of(l, now)});
@@ -186,11 +186,11 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
 
 Result<bool> Engine::get(std::string_view key, KeyValue& out) {
   if (auto bad = check_key(key); !bad) return std::move(bad).error();
-  return locked<bool>(Reap::no, [&](Op&, std::int64_t now) -> Result<bool> {
+  return locked<bool>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<bool> {
     Store::Probe probe = store_.find(key);
     if (probe.slot == kNone) return false;
     const KeySlotHeader& k = store_.key(probe.slot);
-    if (!store_.key_visible(k, now)) return false;
+    if (!store_.key_visible(k, now, tx.noticed)) return false;
     fill(k, out, true);
     return true;
   });
@@ -199,10 +199,10 @@ Result<bool> Engine::get(std::string_view key, KeyValue& out) {
 Result<RangeResult> Engine::range(std::string_view prefix, const RangeOptions& options) {
   if (options.order > RangeOrder::create_revision_descending)
     return Error{Errc::invalid_argument, "unknown range order"};
-  return locked<RangeResult>(Reap::no, [&](Op&, std::int64_t now) -> Result<RangeResult> {
+  return locked<RangeResult>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<RangeResult> {
     RangeResult result;
     result.revision = store_.state().revision;
-    result.kvs.resize(range_locked(now, prefix, options, result.kvs, result.more));
+    result.kvs.resize(range_locked(tx, now, prefix, options, result.kvs, result.more));
     return result;
   });
 }
@@ -224,7 +224,7 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
     // killed half-way leaves the rest to whoever takes the lock next.
     bool any = false;
     store_.for_each_under(key, [&](std::uint32_t, const KeySlotHeader& k) {
-      any = store_.key_visible(k, now);
+      any = store_.key_visible(k, now, tx.noticed);
       return !any;
     });
     if (!any) return result;

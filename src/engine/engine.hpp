@@ -134,7 +134,7 @@ class Engine {
                                WriteRevision& revision, const Store::Probe* found = nullptr);
   // Live keys under `prefix` as `options` asks, into out[0..); returns how many
   // (out is grown as needed, never shrunk); `more` when the limit cut them short.
-  std::size_t range_locked(std::int64_t now, std::string_view prefix, const RangeOptions& options,
+  std::size_t range_locked(Op& tx, std::int64_t now, std::string_view prefix, const RangeOptions& options,
                            std::vector<KeyValue>& out, bool& more);
   // Deletes the live key (vacating its slot) at `revision`; whether it lived.
   bool delete_key_locked(Op& tx, std::int64_t now, std::string_view key, WriteRevision& revision);
@@ -145,7 +145,7 @@ class Engine {
   // txn.cpp: the checks made before the lock, and a compare under it.
   Result<void> check_txn(const Txn& txn) const;
   // `probe` receives find(compare.key).
-  bool compare_holds(const Compare& compare, std::int64_t now, Store::Probe& probe);
+  bool compare_holds(Op& tx, const Compare& compare, std::int64_t now, Store::Probe& probe);
   std::uint64_t max_txn_bytes() const;
   void finish_intent(Op& tx, std::int64_t now);
   // Reaps up to the per-operation budget of expired and dead leases.

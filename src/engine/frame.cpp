@@ -25,7 +25,7 @@ Result<segment::Acquired> Engine::acquire() {
 }
 
 void Engine::epilogue(Op& tx) {
-  Store::Noticed dead = store_.take_noticed();
+  const Noticed dead = tx.noticed;
   if (dead.count > 0) {
     for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
     std::uint32_t keys = kReapKeyBudget;

@@ -25,7 +25,6 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
       return std::move(repaired).error();
   }
   std::optional<Result<T>> result;
-  (void)store_.take_noticed();  // only what this operation meets counts
   try {
     std::int64_t t = now();
     if (store_.journal().intent_kind != segment::kIntentNone) finish_intent(tx, t);

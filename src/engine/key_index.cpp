@@ -74,12 +74,12 @@ std::string_view Store::value_bytes(const KeySlotHeader& k) const {
   return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, len};
 }
 
-bool Store::key_visible(const KeySlotHeader& k, std::int64_t now) const {
+bool Store::key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const {
   if (k.used != segment::kKeyLive) return false;  // vacant: a deleted key
   if (k.lease_id == 0) return true;
   LeaseSlot& l = lease(lease_slot_of(k.lease_id));
   if (l.id.load(std::memory_order_acquire) != k.lease_id) abort_corrupt("key names a freed lease");
-  return lease_live(l, now);
+  return lease_live(l, now, noticed);
 }
 
 Store::Probe Store::find(std::string_view key) const {

@@ -49,12 +49,12 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   std::uint64_t lease_id = options.lease.value();
   if (lease_id != 0) {
     std::uint32_t lease_slot = kNone;
-    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot);
+    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot, tx.noticed);
     if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
   }
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
-  bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now);
+  bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now, tx.noticed);
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
@@ -113,7 +113,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   return PutResult{revision};
 }
 
-std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
+std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view prefix,
                                  const RangeOptions& options, std::vector<KeyValue>& out,
                                  bool& more) {
   more = false;
@@ -136,7 +136,7 @@ std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
   std::size_t count = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (k.create_revision < min_created || k.create_revision > max_created) return true;
-    if (!store_.key_visible(k, now)) return true;
+    if (!store_.key_visible(k, now, tx.noticed)) return true;
     if (!by_key) {
       if (count < kInline) {
         inline_found[count] = {k.create_revision, s};
@@ -172,7 +172,7 @@ std::size_t Engine::range_locked(std::int64_t now, std::string_view prefix,
 bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
                                WriteRevision& revision) {
   Store::Probe probe = store_.find(key);
-  if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now)) return false;
+  if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now, tx.noticed)) return false;
   emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot),
        take_revision(tx, revision));
   note_key_hash(tx, probe.hash32);
@@ -185,7 +185,7 @@ std::uint64_t Engine::delete_prefix_locked(Op& tx, std::int64_t now, std::string
   if (prefix.size() > layout_.caps.max_key_bytes) return 0;
   std::uint64_t deleted = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-    if (store_.key_visible(k, now)) {
+    if (store_.key_visible(k, now, tx.noticed)) {
       emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, take_revision(tx, revision));
       note_key(tx, store_.key_bytes(k));
       store_.remove_key(tx, s);

@@ -91,7 +91,7 @@ std::uint64_t Store::seal(LeaseSlot& l, std::uint64_t how) const noexcept {
   return d;
 }
 
-bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
+bool Store::lease_live(LeaseSlot& l, std::int64_t now, Noticed& noticed) const {
   std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
   for (;;) {
     if (d >= kDeadlineStates) {
@@ -100,7 +100,7 @@ bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
       if (d == kDeadlineOwnerDied && (l.flags & segment::kLeaseBound) != 0 &&
           l.owner < layout_->caps.max_processes &&
           processes_[l.owner].state == segment::kProcessLive)
-        notice_dead(l.owner);
+        noticed.add(l.owner);
       return false;
     }
     std::uint64_t seal = kDeadlineDead;
@@ -111,13 +111,14 @@ bool Store::lease_live(LeaseSlot& l, std::int64_t now) const {
     }
     // Ended: seal it, so a late keep-alive cannot bring it back.
     if (cas_deadline(l, d, seal)) {
-      if (seal == kDeadlineOwnerDied) notice_dead(l.owner);
+      if (seal == kDeadlineOwnerDied) noticed.add(l.owner);
       return false;
     }
   }
 }
 
-LeaseLookup Store::lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const {
+LeaseLookup Store::lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot,
+                               Noticed& noticed) const {
   if (id == 0) return LeaseLookup::unknown;
   std::uint32_t s = lease_slot_of(id);
   if (s >= layout_->caps.max_leases) return LeaseLookup::unknown;
@@ -129,7 +130,7 @@ LeaseLookup Store::lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_
     return ended ? LeaseLookup::lost : LeaseLookup::unknown;
   }
   slot = s;
-  return lease_live(l, now) ? LeaseLookup::live : LeaseLookup::lost;
+  return lease_live(l, now, noticed) ? LeaseLookup::live : LeaseLookup::lost;
 }
 
 std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::uint32_t owner) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "engine/store.hpp"
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 
@@ -22,6 +23,7 @@ class Op : public segment::Tx {
  public:
   using Tx::Tx;
   Wakeups wakeups;
+  Noticed noticed;  // dead owners met: marked dying in the epilogue
 };
 
 }  // namespace zaris::engine

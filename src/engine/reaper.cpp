@@ -100,7 +100,7 @@ bool Engine::delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget)
   budget = std::min(budget, kKeysPerTx);
   std::uint32_t found = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-    if (store_.key_visible(k, now)) victims[found++] = s;
+    if (store_.key_visible(k, now, tx.noticed)) victims[found++] = s;
     return found < budget;
   });
   for (std::uint32_t i = 0; i < found; ++i) {

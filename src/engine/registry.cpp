@@ -56,10 +56,5 @@ bool Store::owner_alive(const LeaseSlot& l) const noexcept {
   return p.generation == generation && process_alive(p);
 }
 
-void Store::notice_dead(std::uint32_t process) const noexcept {
-  for (std::uint32_t i = 0; i < noticed_.count; ++i)
-    if (noticed_.slots[i] == process) return;
-  if (noticed_.count < kNoticed) noticed_.slots[noticed_.count++] = process;
-}
 
 }  // namespace zaris::engine

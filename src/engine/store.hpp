@@ -31,6 +31,20 @@ using segment::Tx;
 // Outcome of looking a lease id up.
 enum class LeaseLookup { live, lost, unknown };
 
+// Registrations an operation found dead (a bound lease whose owner died), up
+// to kSlots of them: the operation marks them dying on its way out, so that
+// their other leases go too.
+struct Noticed {
+  static constexpr std::uint32_t kSlots = 8;
+  std::uint32_t slots[kSlots];
+  std::uint32_t count = 0;
+  void add(std::uint32_t process) noexcept {
+    for (std::uint32_t i = 0; i < count; ++i)
+      if (slots[i] == process) return;
+    if (count < kSlots) slots[count++] = process;
+  }
+};
+
 // Aborts the transaction: `what` read from the segment is `value`, out of range.
 [[noreturn, gnu::cold, gnu::noinline]] void corrupt_value(const char* what, std::uint64_t value);
 
@@ -58,9 +72,11 @@ class Store {
   }
   // Whether `id` names an allocated lease that is live at `now`; a lease found
   // past its deadline is sealed DEAD. Sets `slot` when the id matches a slot.
-  LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot) const;
+  LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot,
+                           Noticed& noticed) const;
   // True if the allocated lease in `slot` is live at `now` (seals it if not).
-  bool lease_live(LeaseSlot& lease, std::int64_t now) const;
+  // A dead owner it meets is added to `noticed`.
+  bool lease_live(LeaseSlot& lease, std::int64_t now, Noticed& noticed) const;
   // Allocates a slot and writes a live lease, bound to the registration in
   // `owner` (kNone: unbound); kNone when the table is full.
   std::uint32_t grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::uint32_t owner);
@@ -94,19 +110,6 @@ class Store {
   // throws, and reads the owner fields once: keep_alive calls it without the
   // lock, where they may be changing (the {id, deadline} CAS decides then).
   bool owner_alive(const LeaseSlot& lease) const noexcept;
-  // Registrations found dead by lease_live() since the last take_noticed()
-  // (up to kNoticed): the engine marks them dying.
-  static constexpr std::uint32_t kNoticed = 8;
-  struct Noticed {
-    std::uint32_t slots[kNoticed];
-    std::uint32_t count = 0;
-  };
-  Noticed take_noticed() const noexcept {
-    Noticed out = noticed_;
-    noticed_.count = 0;
-    return out;
-  }
-
   // The expiry heap.
   HeapEntry& heap(std::uint32_t pos) const;
   void heap_push(Tx& tx, std::uint32_t slot, std::uint64_t deadline);
@@ -130,7 +133,7 @@ class Store {
   char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }
   char* value_data(KeySlotHeader& k) const { return key_data(k) + layout_->caps.max_key_bytes; }
   // Live, and its lease (if any) live at `now`.
-  bool key_visible(const KeySlotHeader& k, std::int64_t now) const;
+  bool key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const;
 
   struct Probe {
     std::uint32_t slot = kNone;  // the key's slot, or kNone
@@ -211,8 +214,6 @@ class Store {
   ProcessSlot* processes_;
   std::uint64_t slot_mask_;
   std::uint64_t hash_seed_;
-  void notice_dead(std::uint32_t process) const noexcept;
-  mutable Noticed noticed_;
 };
 
 // The futex word of a registration's liveness mutex (glibc's `__lock`).

@@ -95,10 +95,10 @@ Result<void> Engine::check_txn(const Txn& txn) const {
   return {};
 }
 
-bool Engine::compare_holds(const Compare& c, std::int64_t now, Store::Probe& probe) {
+bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
   probe = store_.find(c.key);
   const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
-  if (k != nullptr && !store_.key_visible(*k, now)) k = nullptr;
+  if (k != nullptr && !store_.key_visible(*k, now, tx.noticed)) k = nullptr;
   switch (c.target) {
     case CompareTarget::value: {
       if (k == nullptr) return false;  // as etcd: a missing key's value compares to nothing
@@ -126,7 +126,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     bool succeeded = true;
     for (const Compare& c : txn.compares) {
       probed_key = c.key;
-      if (!compare_holds(c, now, probed)) {
+      if (!compare_holds(tx, c, now, probed)) {
         succeeded = false;
         break;
       }
@@ -155,14 +155,14 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
           }
           case Kind::get: {
             Store::Probe probe = store_.find(op.key);
-            if (probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now)) {
+            if (probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now, tx.noticed)) {
               if (r.kvs.empty()) r.kvs.emplace_back();
               fill(store_.key(probe.slot), r.kvs[0], !op.options.keys_only);
               kept = 1;
             }
             break;
           }
-          case Kind::range: kept = range_locked(now, op.key, op.options, r.kvs, r.more); break;
+          case Kind::range: kept = range_locked(tx, now, op.key, op.options, r.kvs, r.more); break;
           case Kind::del: r.deleted = delete_key_locked(tx, now, op.key, revision) ? 1 : 0; break;
           case Kind::del_prefix: r.deleted = delete_prefix_locked(tx, now, op.key, revision); break;
         }

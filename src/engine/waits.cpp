@@ -84,13 +84,13 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   for (;;) {
     WaitSet set;
     for (std::size_t c = 0; c < channel_count; ++c) set.add_channel(*channels[c]);
-    auto seen = locked<Seen>(Reap::no, [&](Op&, std::int64_t now) -> Result<Seen> {
+    auto seen = locked<Seen>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<Seen> {
       Seen out;
       out.now = now;
       for (std::size_t i = 0; i < count && !out.changed; ++i) {
         Store::Probe probe = store_.find(keys[i].key);
         const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
-        if (k == nullptr || !store_.key_visible(*k, now)) {
+        if (k == nullptr || !store_.key_visible(*k, now, tx.noticed)) {
           out.changed = keys[i].seen_mod_revision != 0;
           continue;
         }
