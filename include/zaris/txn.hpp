@@ -48,7 +48,7 @@ struct Compare {
     Compare operator>(Operand operand) const { return make(CompareOp::greater, operand); }
 
    private:
-    Compare make(CompareOp op, const Operand& operand) const;
+    Compare make(CompareOp how, const Operand& operand) const;
     std::string key_;
     CompareTarget target_;
   };
@@ -68,11 +68,11 @@ struct Compare {
 };
 
 template <typename Operand>
-Compare Compare::Field<Operand>::make(CompareOp op, const Operand& operand) const {
+Compare Compare::Field<Operand>::make(CompareOp how, const Operand& operand) const {
   Compare c;
   c.key = key_;
   c.target = target_;
-  c.op = op;
+  c.op = how;
   if constexpr (std::is_same_v<Operand, std::string_view>) {
     c.bytes.assign(operand);
   } else if constexpr (std::is_same_v<Operand, LeaseId>) {

@@ -42,8 +42,15 @@ Result<void> Election::proclaim(std::string_view value) {
 }
 
 Result<void> Election::resign() {
-  auto deleted = session_.client().del(key_);
-  if (!deleted) return std::move(deleted).error();
+  Client& client = session_.client();
+  // As etcd's Resign: only the key this campaign created, not a later one.
+  auto deleted = created_ != 0 ? client.txn(Txn()
+                                                .when(Compare::create_revision(key_) == created_)
+                                                .then(TxnOp::del(key_)))
+                                          .code()
+                               : client.del(key_).code();
+  if (deleted != Errc::ok)
+    return Error{deleted, "cannot resign from " + name_ + ": " + std::string(errc_name(deleted))};
   created_ = 0;
   return {};
 }

@@ -23,7 +23,7 @@ Result<bool> Mutex::try_lock() {
   auto where = coordination::join(client, name_, key_, "", session_.lease(), join_, joined_);
   if (!where) return std::move(where).error();
   if (!where->head) {
-    (void)client.del(key_);  // leave no key that would block the queue
+    coordination::leave(client, key_, where->created);  // no key to block the queue
     return false;
   }
   token_ = where->created;

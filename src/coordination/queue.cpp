@@ -25,19 +25,26 @@ Result<void> check_under(std::string_view name, std::string_view key) {
   return {};
 }
 
-// Keys looked at per read when walking the queue from one end: one contender
-// and the few other keys an application may keep under the name.
-constexpr std::size_t kPage = 4;
+// Keys looked at by the first read when walking the queue from one end: one
+// contender and the few other keys an application may keep under the name.
+// Each further page is four times larger, so that many such keys cost
+// O(keys) in all, not O(keys²).
+constexpr std::size_t kFirstPage = 4;
 
 // The live keys under NAME/ created at or below `max_created` (0: any), the
-// newest first: where a contender's predecessor is found.
-RangeOptions newest_first(std::uint64_t max_created) {
+// newest first, `limit` of them: where a contender's predecessor is found.
+RangeOptions newest_first(std::uint64_t max_created, std::size_t limit = kFirstPage) {
   RangeOptions options;
   options.keys_only = true;
-  options.limit = kPage;
+  options.limit = limit;
   options.order = RangeOrder::create_revision_descending;
   options.max_create_revision = max_created;
   return options;
+}
+
+// Our key, created at `created`, is gone (its lease ended, or it was deleted).
+Error key_gone(const std::string& key) {
+  return Error{Errc::lease_lost, "contender key " + key + " is gone: its lease ended"};
 }
 
 TxnOp own_key(const std::string& key) {
@@ -63,19 +70,32 @@ bool take_predecessor(const TxnOpResult& page, std::size_t skip, std::size_t pre
   return !page.more;
 }
 
-// Continues the search for `where`'s predecessor below create revision `below`.
-Result<void> find_predecessor(Client& client, std::string_view name, Place& where,
-                              std::uint64_t below) {
+// Continues the search for `where`'s predecessor below create revision
+// `below`, each page in one transaction with the check that our key (created
+// at where.created) is still there: a predecessor found after it went would
+// be no answer (etcd's Mutex reads its own key again for the same reason).
+Result<void> find_predecessor(Client& client, std::string_view name, const std::string& key,
+                              Place& where, std::uint64_t below) {
   const std::string prefix = prefix_of(name);
-  for (;;) {
+  for (std::size_t limit = kFirstPage * 4;; limit *= 4) {
     if (below <= 1) return {};
-    auto page = client.txn(Txn().then(TxnOp::range(prefix, newest_first(below - 1))));
+    auto page = client.txn(Txn()
+                               .when(Compare::create_revision(key) == where.created)
+                               .then(TxnOp::range(prefix, newest_first(below - 1, limit))));
     if (!page) return std::move(page).error();
+    if (!page->succeeded) return key_gone(key);
     if (take_predecessor(page->results[0], 0, prefix.size(), where, below)) return {};
   }
 }
 
+
 }  // namespace
+
+// Leaves the queue: deletes our key if it is still the one created at
+// `created` (not a later one of the same session).
+void leave(Client& client, const std::string& key, std::uint64_t created) {
+  (void)client.txn(Txn().when(Compare::create_revision(key) == created).then(TxnOp::del(key)));
+}
 
 std::string contender_key(std::string_view name, LeaseId lease) {
   return prefix_of(name) + lease.to_string();
@@ -121,8 +141,11 @@ Result<Place> join(Client& client, std::string_view name, const std::string& key
   where.head = true;
   std::uint64_t below = where.created;
   if (!take_predecessor(page, 1, prefix_size, where, below)) {
-    if (auto found = find_predecessor(client, name, where, below); !found)
+    if (auto found = find_predecessor(client, name, key, where, below); !found) {
+      // Our key is in the queue: leave no key that would block those behind.
+      leave(client, key, where.created);
       return std::move(found).error();
+    }
   }
   return where;
 }
@@ -147,8 +170,9 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
   where.head = true;
   std::uint64_t below = created;
   if (!take_predecessor(seen->results[1], 0, prefix.size(), where, below)) {
-    if (auto found = find_predecessor(client, name, where, below); !found)
-      return std::move(found).error();
+    auto found = find_predecessor(client, name, key, where, below);
+    if (!found && found.code() == Errc::lease_lost) return Place{false, created};
+    if (!found) return std::move(found).error();
   }
   return where;
 }
@@ -157,7 +181,7 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
                            Place where, std::chrono::steady_clock::time_point deadline) {
   for (;;) {
     if (!where.present)
-      return Error{Errc::lease_lost, "contender key " + key + " is gone: its lease ended"};
+      return key_gone(key);
     if (where.head) return {};
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds(0))
@@ -177,7 +201,7 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
   const std::string prefix = prefix_of(name);
   RangeOptions oldest_first;
-  oldest_first.limit = kPage;
+  oldest_first.limit = kFirstPage;
   oldest_first.order = RangeOrder::create_revision_ascending;
   for (;;) {
     auto page = client.get_prefix(prefix, oldest_first);
@@ -186,6 +210,7 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
       if (is_contender(kv.key, prefix.size())) return std::optional<KeyValue>(std::move(kv));
     if (!page->more || page->kvs.empty()) return std::optional<KeyValue>();
     oldest_first.min_create_revision = page->kvs.back().create_revision + 1;
+    oldest_first.limit *= 4;
   }
 }
 
@@ -199,7 +224,7 @@ Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const
   if (joined->head) return created;  // uncontended: no clock read, no second look
   auto turn = wait_for_head(client, name, key, std::move(*joined), deadline_after(timeout));
   if (!turn) {
-    (void)client.del(key);
+    leave(client, key, created);
     return std::move(turn).error();
   }
   return created;

@@ -47,6 +47,10 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
                            Place where, std::chrono::steady_clock::time_point deadline);
 
+// Leaves the queue: deletes `key` if it is still the one created at
+// `created`, not a later key of the same session.
+void leave(Client& client, const std::string& key, std::uint64_t created);
+
 // The head of the queue under `name`, if any.
 Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
 

@@ -289,6 +289,14 @@ std::vector<std::string> Engine::check_locked() const {
       if (st.skip_head[level] != kNone) fail("skip list head above its height");
       if (nodes_at_level[level] != 0) fail("key nodes taller than the skip list");
     }
+    // The event ring: its readable window within what was written.
+    const std::uint64_t head = ring_->head;
+    const std::uint64_t first_valid = ring_->first_valid.load(std::memory_order_relaxed);
+    if (first_valid > head)
+      fail("event ring's oldest readable event " + n(first_valid) + " is past its head " + n(head));
+    else if (head - first_valid > layout_.caps.max_events)
+      fail("event ring holds " + n(head - first_valid) + " events, more than its " +
+           n(layout_.caps.max_events) + " slots");
   } catch (segment::TxAbort& abort) {
     fail(abort.message);
   }

@@ -161,6 +161,9 @@ class Engine {
   // Returns true when none remain.
   bool delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget);
   Error lease_error(LeaseLookup lookup, LeaseId id) const;
+  // After an undo (a rollback, a replay): the ring's oldest readable event
+  // no later than its head.
+  void settle_ring() noexcept;
   // Appends an event for the key in `k` (before a DELETE removes it).
   void emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
             std::uint64_t revision);

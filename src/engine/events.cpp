@@ -70,4 +70,12 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   bump(tx, channels_->events, tx.wakeups.events);
 }
 
+void Engine::settle_ring() noexcept {
+  // An undone append can leave the oldest readable index past the head (the
+  // slots it overwrote are lost all the same): bring it back to the head.
+  segment::EventRingHeader& ring = *ring_;
+  if (ring.first_valid.load(std::memory_order_relaxed) > ring.head)
+    ring.first_valid.store(ring.head, std::memory_order_relaxed);
+}
+
 }  // namespace zaris::engine

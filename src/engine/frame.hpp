@@ -48,6 +48,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   } catch (...) {
     tx.rollback();  // its work is left for a later operation
   }
+  settle_ring();
   // A death here, committed but still holding the lock, must leave "after".
   segment::crash::step();
   segment::unlock(*control_);

@@ -212,16 +212,31 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   }
   KeySlotHeader& k = this->key(slot);
   tx.set(k.used, kKeyLive);
-  // A fresh slot: its body needs no undo records (docs/segment.md).
-  k.lease_id = 0;
-  k.create_revision = revision;
-  k.mod_revision = revision;
-  k.version = 1;
-  k.key_len = static_cast<std::uint32_t>(key.size());
-  k.value_len = 0;
-  k.lease_prev = kNone;
-  k.lease_next = kNone;
-  std::memcpy(key_data(k), key.data(), key.size());
+  if (tx.freed_since_commit) {
+    // Perhaps freed by this very transaction (a transaction that deletes,
+    // then puts): its old body must come back if it is undone.
+    tx.set(k.lease_id, std::uint64_t{0});
+    tx.set(k.create_revision, revision);
+    tx.set(k.mod_revision, revision);
+    tx.set(k.version, std::uint64_t{1});
+    tx.set(k.key_len, static_cast<std::uint32_t>(key.size()));
+    tx.set(k.value_len, 0u);
+    tx.set(k.lease_prev, kNone);
+    tx.set(k.lease_next, kNone);
+    tx.write_bytes(key_data(k), key.data(), key.size());
+  } else {
+    // A fresh slot, free when the transaction began: its body needs no undo
+    // records (docs/segment.md).
+    k.lease_id = 0;
+    k.create_revision = revision;
+    k.mod_revision = revision;
+    k.version = 1;
+    k.key_len = static_cast<std::uint32_t>(key.size());
+    k.value_len = 0;
+    k.lease_prev = kNone;
+    k.lease_next = kNone;
+    std::memcpy(key_data(k), key.data(), key.size());
+  }
   tx.set(st.key_count, st.key_count + 1);
   tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
   skip_insert(tx, slot, key, probe.hash32);
@@ -283,6 +298,7 @@ void Store::remove_key(Tx& tx, const Probe& probe) {
   tx.set(k.next_free, st.key_free_head);
   tx.set(st.key_free_head, slot);
   tx.set(st.key_count, st.key_count - 1);
+  tx.freed_since_commit = true;
 }
 
 // ---- vacant slots: a circular list through next_free (older) and

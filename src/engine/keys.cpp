@@ -90,8 +90,14 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
       return Error{Errc::no_space,
                    "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
     KeySlotHeader& k = store_.key(slot);
-    if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
-    k.value_len = static_cast<std::uint32_t>(value.size());
+    if (tx.freed_since_commit) {
+      // The slot may be one this transaction freed (insert_key).
+      tx.write_bytes(store_.value_data(k), value.data(), value.size());
+      tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+    } else {
+      if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
+      k.value_len = static_cast<std::uint32_t>(value.size());
+    }
   } else {
     KeySlotHeader& k = store_.key(slot);
     if (!exists) {

@@ -32,6 +32,7 @@ Result<void> Engine::recover_or_poison(Op& tx) {
 
 Result<void> Engine::recover(Op& tx) {
   if (auto replayed = segment::replay(mapping_->base(), layout_); !replayed) return replayed;
+  settle_ring();
   try {
     // A revoke that died between sealing its lease and reaping it: move such
     // leases to the top of the heap so the next operation reaps them.

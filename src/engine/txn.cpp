@@ -6,6 +6,7 @@
 
 #include "engine/engine.hpp"
 #include "engine/frame.hpp"
+#include "engine/internal.hpp"
 
 namespace zaris::engine {
 
@@ -168,6 +169,16 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
         }
         r.kvs.resize(kept);
         if (is_write(op.kind)) probed_key = {};
+      }
+      // A keep-alive without the lock may have found a lease past its
+      // deadline (or its owner dead) since its put checked it: a key put
+      // under a lease that ended would be seen by watchers, never by a read.
+      for (const TxnOp& op : branch) {
+        if (op.kind != Kind::put || !op.lease) continue;
+        std::uint32_t slot = kNone;
+        LeaseLookup lookup = store_.lookup_lease(op.lease.value(), now, slot, tx.noticed);
+        if (lookup != LeaseLookup::live)
+          return Error{Errc::lease_lost, lease_text(op.lease) + " ended as " + op.key + " was put"};
       }
     } catch (segment::TxAbort& abort) {
       if (!abort.journal_full) throw;

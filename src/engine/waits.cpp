@@ -147,7 +147,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       const std::uint64_t head = ring.head;
       const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
       const std::uint64_t compacted = ring.compacted_revision.load(std::memory_order_relaxed);
-      if (first <= head && head - first > layout_.caps.max_events)
+      if (first > head || head - first > layout_.caps.max_events)
         abort_corrupt("event ring bounds");
       auto compacted_error = [&] {
         return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +

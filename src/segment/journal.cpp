@@ -45,6 +45,7 @@ void Tx::overflow() {
 }
 
 void Tx::commit() noexcept {
+  freed_since_commit = false;
   if (used_ == 0) return;
   crash::step();
   std::atomic_signal_fence(std::memory_order_seq_cst);
@@ -58,6 +59,7 @@ void Tx::rollback() noexcept {
   (void)replay(base_, *layout_);
   used_ = 0;
   last_ = 0;
+  freed_since_commit = false;
 }
 
 Result<void> replay(std::uint8_t* base, const Layout& layout) noexcept {

@@ -75,6 +75,10 @@ class Tx {
   }
 
   bool empty() const noexcept { return used_ == 0; }
+  // A slot taken from a free list may be written without undo records only if
+  // it was free when the transaction began (docs/segment.md): set when this
+  // transaction frees one, until it commits or rolls back.
+  bool freed_since_commit = false;
   void commit() noexcept;
   // Undoes everything since the last commit (an aborted operation).
   void rollback() noexcept;

@@ -82,4 +82,7 @@ class Mapping {
 // publishes `ready`. Exposed for tests.
 Result<void> initialise(std::uint8_t* base, const Layout& layout);
 
+// The refusal of a process whose time namespace cannot be known (image.cpp).
+Error unknown_time_namespace();
+
 }  // namespace zaris::segment
