@@ -22,8 +22,12 @@
 
 using namespace std::chrono_literals;
 using zaris::Client;
+using zaris::Compare;
+using zaris::Errc;
 using zaris::LeaseId;
 using zaris::Put;
+using zaris::Txn;
+using zaris::TxnOp;
 
 namespace {
 
@@ -34,6 +38,9 @@ struct Scenario {
   // False where the operation finishes what readers already take as done
   // (releasing a dead owner's leases): then before == after.
   bool observable = true;
+  // The operation fails after it has written (a transaction undone by its
+  // last operation): whole or killed, it must leave nothing, before == after.
+  bool fails = false;
 };
 
 // The segment and client options of the scenario being run, for operations
@@ -43,10 +50,22 @@ zaris::ClientOptions g_options;
 int g_step = 0;  // the crash point armed, for operations that set up first
 
 // What readers can observe, after a read that meets every key (and so
-// releases the leases of dead owners, as a death ends them at once) and one
-// settling write that lets lazy reaping run.
+// releases the leases of dead owners, as a death ends them at once), lazy
+// reaping run to its end, and one settling write.
 std::string observe(Client& client) {
   BOOST_REQUIRE(client.get_prefix("").ok());
+  // A watcher's read reaps what is due, a budget at a time, with no revision
+  // of its own: read until nothing changes. Reaping is no operation's own
+  // work; what a killed operation got done of it (its leases reaped before
+  // it died) must not move the DELETEs past the settling write.
+  auto reaper = client.watch("~settle");
+  BOOST_REQUIRE(reaper.ok());
+  for (int i = 0; i < 1000; ++i) {
+    auto was = client.info();
+    BOOST_REQUIRE(reaper->poll().ok());
+    auto is = client.info();
+    if (is->revision == was->revision && is->leases_used == was->leases_used) break;
+  }
   BOOST_REQUIRE(client.put("~settle", "1").ok());
   std::ostringstream out;
   auto all = client.get_prefix("");
@@ -62,6 +81,23 @@ std::string observe(Client& client) {
   for (auto& l : *leases) out << "lease " << l.id.to_string() << " " << l.remaining.count() << "\n";
   auto info = client.info();
   out << "leases " << info->leases_used << " keys " << info->keys_used << "\n";
+  // What a watcher of every key reads from the first revision on: each
+  // operation's events, in order, with the revision each came in.
+  zaris::WatchOptions from_the_start;
+  from_the_start.prefix = true;
+  from_the_start.start_revision = 1;
+  auto watcher = client.watch("", from_the_start);
+  BOOST_REQUIRE(watcher.ok());
+  for (;;) {
+    auto events = watcher->poll();
+    BOOST_REQUIRE(events.ok());
+    if (events->empty()) break;
+    for (auto& e : *events)
+      out << "event " << e.revision << " " << zaris::event_type_name(e.type) << " "
+          << (e.type == zaris::EventType::del ? zaris::delete_reason_name(e.reason) : "") << " "
+          << e.kv.key << "=" << e.kv.value << " lease " << e.kv.lease.to_string() << " c"
+          << e.kv.create_revision << " m" << e.kv.mod_revision << " v" << e.kv.version << "\n";
+  }
   return out.str();
 }
 
@@ -92,7 +128,10 @@ Outcomes outcomes(const Scenario& s) {
     BOOST_REQUIRE(!killed_at(*f, 0, s.operation));
     o.after = observe(*f->client);
   }
-  if (s.observable) BOOST_REQUIRE(o.before != o.after);
+  if (s.observable && !s.fails) BOOST_REQUIRE(o.before != o.after);
+  if (s.fails) BOOST_REQUIRE_MESSAGE(o.before == o.after, s.name << " left something:\n"
+                                                                << o.after << "before:\n"
+                                                                << o.before);
   return o;
 }
 
@@ -427,12 +466,179 @@ std::vector<Scenario> scenarios() {
   };
 }
 
-}  // namespace
+// ---------------------------------------------------------------- transactions
 
-BOOST_AUTO_TEST_SUITE(crash_points)
+// Leases the transaction scenarios' setups grant, for their operations (set
+// in the parent before each child is forked).
+LeaseId g_lease;    // live, with keys l/0 and l/1
+LeaseId g_revoked;  // revoked in preparation
 
-BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
-  for (const auto& s : scenarios()) {
+// Plain keys a, m, z, job/x ("old"), l/0 and l/1 on g_lease, p/0 .. p/4.
+void txn_keys(Client& c, zaris::ManualClock&) {
+  some_keys(c);
+  g_lease = grant_with_keys(c, "l/", 2, 10s);
+  for (int i = 0; i < 5; ++i) BOOST_REQUIRE(c.put("p/" + std::to_string(i), "x").ok());
+}
+
+// Runs `txn` and disarms: what it returned is checked without crash points,
+// by `expected`, and a child whose transaction did not do what it should
+// exits 7.
+void run_txn(Client& c, const Txn& txn,
+             const std::function<bool(const zaris::Result<zaris::TxnResult>&)>& expected) {
+  auto r = c.txn(txn);
+  zaris::segment::crash::arm(0, SIGKILL);
+  if (!expected(r)) ::_exit(7);
+}
+
+bool single_revision_of(Client& c, std::uint64_t revision, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto kv = c.get(k);
+    if (!kv || !*kv || (*kv)->mod_revision != revision) return false;
+  }
+  return true;
+}
+
+std::vector<Scenario> txn_scenarios() {
+  return {
+      // Every compare holds: three puts (a new key, an overwrite, a plain
+      // key moved onto a lease), a read of what it wrote, a delete, a prefix
+      // delete and a range, all in one revision.
+      {"txn then-branch", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .when(Compare::version("new") == 0)
+                     .when(Compare::lease("l/0") == g_lease)
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("m", "overwritten"))
+                     .then(TxnOp::put("a", "leased", g_lease))
+                     .then(TxnOp::get("m"))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::range("l/"))
+                     .otherwise(TxnOp::put("else", "x")),
+                 [&](auto& r) {
+                   return r && r->succeeded && r->results.size() == 7 &&
+                          r->results[3].kvs.size() == 1 &&
+                          r->results[3].kvs[0].value == "overwritten" &&
+                          r->results[4].deleted == 1 && r->results[5].deleted == 5 &&
+                          r->results[6].kvs.size() == 2 &&
+                          single_revision_of(c, r->revision, {"new", "m", "a"});
+                 });
+       }},
+      // A compare fails: the else-branch writes (an overwrite, a new leased
+      // key, a delete, a prefix delete) and reads.
+      {"txn else-branch", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .when(Compare::mod_revision("z") > 1000)
+                     .then(TxnOp::put("never", "x"))
+                     .otherwise(TxnOp::put("m", "else"))
+                     .otherwise(TxnOp::put("e/new", "x", g_lease))
+                     .otherwise(TxnOp::del("a"))
+                     .otherwise(TxnOp::del_prefix("p/"))
+                     .otherwise(TxnOp::range("", {.keys_only = true})),
+                 [&](auto& r) {
+                   return r && !r->succeeded && r->results.size() == 5 &&
+                          r->results[2].deleted == 1 && r->results[3].deleted == 5 &&
+                          single_revision_of(c, r->revision, {"m", "e/new"});
+                 });
+       }},
+      // Writes, then a put whose lease was revoked: all of it undone.
+      {"txn undone by a revoked lease",
+       [](Client& c, auto& clock) {
+         txn_keys(c, clock);
+         auto revoked = c.leases().grant(10s);
+         BOOST_REQUIRE(revoked.ok());
+         BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
+         g_revoked = *revoked;
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("m", "overwritten", g_lease))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::put("late", "x", g_revoked)),
+                 [](auto& r) { return !r && r.code() == Errc::lease_lost; });
+       },
+       false, true},
+      // One free key slot: an overwrite, a delete (its slot kept vacant, not
+      // free), a new key in the last slot, then a new key that finds none.
+      {"txn undone by a full key table",
+       [](Client& c, auto&) {
+         some_keys(c);
+         const auto caps = c.info()->capacities;
+         for (std::uint32_t i = 4; i + 1 < caps.max_keys; ++i)
+           BOOST_REQUIRE(c.put("f/" + std::to_string(i), "x").ok());
+         BOOST_REQUIRE(c.info()->keys_used + 1 == caps.max_keys);
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .then(TxnOp::put("m", "overwritten"))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::put("new1", "x"))
+                     .then(TxnOp::put("new2", "x")),
+                 [](auto& r) { return !r && r.code() == Errc::no_space; });
+       },
+       false, true},
+      // Its puts meet both keys of a lease that expired but was not reaped
+      // (eight leases due before it use up the reaping budget). The first
+      // put's DELETE takes a revision of its own, before the transaction's;
+      // the second, coming after the transaction wrote, shares the
+      // transaction's. The lease is left with no key: its reaping (by the
+      // watcher below, or by the next write) is silent.
+      {"txn put on keys of an expired lease not reaped",
+       [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         for (int i = 0; i < 8; ++i) BOOST_REQUIRE(c.leases().grant(1s).ok());
+         grant_with_keys(c, "t/", 2, 2s);
+         g_lease = grant_with_keys(c, "l/", 1, 10s);
+         clock.advance(2s);
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::version("t/0") == 0)  // it does not live
+                     .then(TxnOp::put("t/0", "reborn", g_lease))
+                     .then(TxnOp::put("t/1", "again"))
+                     .then(TxnOp::put("m", "overwritten")),
+                 [&](auto& r) {
+                   if (!r || !r->succeeded || !single_revision_of(c, r->revision, {"t/0", "t/1", "m"}))
+                     return false;
+                   zaris::WatchOptions from;
+                   from.prefix = true;
+                   from.start_revision = r->revision - 1;
+                   auto w = c.watch("", from);
+                   if (!w) return false;
+                   auto events = w->poll();
+                   if (!events || events->size() != 5) return false;
+                   auto is = [&](std::size_t i, zaris::EventType type, const char* key,
+                                 std::uint64_t revision) {
+                     const zaris::Event& e = (*events)[i];
+                     return e.type == type && e.kv.key == key && e.revision == revision &&
+                            (type == zaris::EventType::put ||
+                             e.reason == zaris::DeleteReason::expired);
+                   };
+                   using zaris::EventType;
+                   const std::uint64_t at = r->revision;
+                   return is(0, EventType::del, "t/0", at - 1) && is(1, EventType::put, "t/0", at) &&
+                          is(2, EventType::del, "t/1", at) && is(3, EventType::put, "t/1", at) &&
+                          is(4, EventType::put, "m", at);
+                 });
+       }},
+  };
+}
+
+// Every scenario of `list`, killed at each of its steps.
+void sweep_operations(const std::vector<Scenario>& list) {
+  for (const auto& s : list) {
     int steps = enumerate(s);
     BOOST_TEST_MESSAGE(s.name << ": " << steps << " crash points");
     std::printf("crash points: %-45s %d\n", s.name.c_str(), steps);
@@ -440,8 +646,10 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
-  for (const auto& s : scenarios()) {
+// Every scenario of `list`, killed at sampled steps, each death's repair
+// killed at each of its steps.
+void sweep_repairs(const std::vector<Scenario>& list) {
+  for (const auto& s : list) {
     Outcomes o = outcomes(s);
     int total = 0;
     int repair_points = 0;
@@ -455,6 +663,28 @@ BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
     std::printf("repair crash points: %-38s %d deaths, %d repair points\n", s.name.c_str(), total,
                 repair_points);
   }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(crash_points)
+
+BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
+  sweep_operations(scenarios());
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
+  sweep_repairs(scenarios());
+}
+
+// Transactions of several operations, apart so that they can be run alone
+// (--run_test=crash_points/every_step_of_every_transaction).
+BOOST_AUTO_TEST_CASE(every_step_of_every_transaction) {
+  sweep_operations(txn_scenarios());
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_transaction_death) {
+  sweep_repairs(txn_scenarios());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
