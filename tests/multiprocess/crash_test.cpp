@@ -66,12 +66,14 @@ std::string observe(Client& client) {
   // it died) must not move the DELETEs past the settling write.
   auto reaper = client.watch("~settle");
   BOOST_REQUIRE(reaper.ok());
-  for (int i = 0; i < 1000; ++i) {
+  bool reaped = false;
+  for (int i = 0; i < 1000 && !reaped; ++i) {
     auto was = client.info();
     BOOST_REQUIRE(reaper->poll().ok());
     auto is = client.info();
-    if (is->revision == was->revision && is->leases_used == was->leases_used) break;
+    reaped = is->revision == was->revision && is->leases_used == was->leases_used;
   }
+  BOOST_REQUIRE(reaped);
   BOOST_REQUIRE(client.put("~settle", "1").ok());
   std::ostringstream out;
   auto all = client.get_prefix("");
@@ -138,6 +140,10 @@ Outcomes outcomes(const Scenario& s) {
     // bound lease's operation leaves.
     auto f = prepared(s);
     BOOST_REQUIRE(!killed_at(*f, 0, s.operation));
+    auto violations = f->client->check();
+    BOOST_REQUIRE(violations.ok());
+    for (auto& v : *violations) BOOST_TEST_MESSAGE(s.name << " run whole: " << v);
+    BOOST_TEST(violations->empty(), s.name << " run whole left violations");
     o.after = view(s, *f->client);
   }
   if (s.observable && !s.fails) BOOST_REQUIRE(o.before != o.after);
@@ -490,7 +496,7 @@ std::vector<Scenario> scenarios() {
 
 // Leases the transaction scenarios' setups grant, for their operations (set
 // in the parent before each child is forked).
-LeaseId g_lease;    // live, with keys l/0 and l/1
+LeaseId g_lease;    // live, with keys under l/
 LeaseId g_revoked;  // revoked in preparation
 
 // Plain keys a, m, z, job/x ("old"), l/0 and l/1 on g_lease, p/0 .. p/4.
@@ -510,6 +516,7 @@ void run_txn(Client& c, const Txn& txn,
   if (!expected(r)) ::_exit(7);
 }
 
+// Whether every one of `keys` lives, last written at `revision`.
 bool single_revision_of(Client& c, std::uint64_t revision, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     auto kv = c.get(k);
