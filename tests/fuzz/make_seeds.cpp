@@ -1,7 +1,8 @@
 // Writes real segment images, in the fuzz input format, as the fuzzer's seed
 // corpus: empty, busy, with expired and revoked leases, after deletes, with
 // the event ring wrapped, and mid-operation (a writer killed with its journal
-// full of undo records).
+// full of undo records). Each is followed by the default transaction script
+// (image.hpp), for the fuzzer to vary.
 //
 //   zaris-fuzz-seeds DIR
 #include <signal.h>
@@ -53,6 +54,8 @@ bool save(const std::string& name, const std::string& dir, int n) {
   std::ifstream in("/dev/shm/" + name, std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(in)), {});
   auto seed = zaris::fuzz::compact(reinterpret_cast<const std::uint8_t*>(raw.data()), raw.size());
+  const std::vector<std::uint8_t> script = zaris::fuzz::default_txn_script();
+  seed.insert(seed.end(), script.begin(), script.end());
   std::ofstream out(dir + "/seed-" + std::to_string(n), std::ios::binary);
   out.write(reinterpret_cast<const char*>(seed.data()), static_cast<std::streamsize>(seed.size()));
   return static_cast<bool>(out);

@@ -3,6 +3,8 @@
 // After each death the parent repairs the segment (EOWNERDEAD), check() must
 // find nothing, and what readers see must equal the state either before the
 // operation or after it, never anything in between.
+//
+// ZARIS_CRASH_SCENARIO=TEXT runs only the scenarios whose name contains TEXT.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iterator>
@@ -22,8 +25,12 @@
 
 using namespace std::chrono_literals;
 using zaris::Client;
+using zaris::Compare;
+using zaris::Errc;
 using zaris::LeaseId;
 using zaris::Put;
+using zaris::Txn;
+using zaris::TxnOp;
 
 namespace {
 
@@ -34,6 +41,12 @@ struct Scenario {
   // False where the operation finishes what readers already take as done
   // (releasing a dead owner's leases): then before == after.
   bool observable = true;
+  // The operation fails after it has written (a transaction undone by its
+  // last operation): whole or killed, it must leave nothing, before == after.
+  bool fails = false;
+  // Where some deaths legitimately leave another form of "after", this maps
+  // what readers see to one form (applied to every observation).
+  std::function<std::string(std::string)> same_as = nullptr;
 };
 
 // The segment and client options of the scenario being run, for operations
@@ -43,10 +56,24 @@ zaris::ClientOptions g_options;
 int g_step = 0;  // the crash point armed, for operations that set up first
 
 // What readers can observe, after a read that meets every key (and so
-// releases the leases of dead owners, as a death ends them at once) and one
-// settling write that lets lazy reaping run.
+// releases the leases of dead owners, as a death ends them at once), lazy
+// reaping run to its end, and one settling write.
 std::string observe(Client& client) {
   BOOST_REQUIRE(client.get_prefix("").ok());
+  // A watcher's read reaps what is due, a budget at a time, with no revision
+  // of its own: read until nothing changes. Reaping is no operation's own
+  // work; what a killed operation got done of it (its leases reaped before
+  // it died) must not move the DELETEs past the settling write.
+  auto reaper = client.watch("~settle");
+  BOOST_REQUIRE(reaper.ok());
+  bool reaped = false;
+  for (int i = 0; i < 1000 && !reaped; ++i) {
+    auto was = client.info();
+    BOOST_REQUIRE(reaper->poll().ok());
+    auto is = client.info();
+    reaped = is->revision == was->revision && is->leases_used == was->leases_used;
+  }
+  BOOST_REQUIRE(reaped);
   BOOST_REQUIRE(client.put("~settle", "1").ok());
   std::ostringstream out;
   auto all = client.get_prefix("");
@@ -62,7 +89,30 @@ std::string observe(Client& client) {
   for (auto& l : *leases) out << "lease " << l.id.to_string() << " " << l.remaining.count() << "\n";
   auto info = client.info();
   out << "leases " << info->leases_used << " keys " << info->keys_used << "\n";
+  // What a watcher of every key reads from the first revision on: each
+  // operation's events, in order, with the revision each came in.
+  zaris::WatchOptions from_the_start;
+  from_the_start.prefix = true;
+  from_the_start.start_revision = 1;
+  auto watcher = client.watch("", from_the_start);
+  BOOST_REQUIRE(watcher.ok());
+  for (;;) {
+    auto events = watcher->poll();
+    BOOST_REQUIRE(events.ok());
+    if (events->empty()) break;
+    for (auto& e : *events)
+      out << "event " << e.revision << " " << zaris::event_type_name(e.type) << " "
+          << (e.type == zaris::EventType::del ? zaris::delete_reason_name(e.reason) : "") << " "
+          << e.kv.key << "=" << e.kv.value << " lease " << e.kv.lease.to_string() << " c"
+          << e.kv.create_revision << " m" << e.kv.mod_revision << " v" << e.kv.version << "\n";
+  }
   return out.str();
+}
+
+// What readers see, as the scenario compares it.
+std::string view(const Scenario& s, Client& client) {
+  std::string seen = observe(client);
+  return s.same_as ? s.same_as(std::move(seen)) : seen;
 }
 
 std::unique_ptr<zaris::test::SegmentFixture> prepared(const Scenario& s) {
@@ -83,16 +133,23 @@ Outcomes outcomes(const Scenario& s) {
   Outcomes o;
   {
     auto f = prepared(s);
-    o.before = observe(*f->client);
+    o.before = view(s, *f->client);
   }
   {
     // In a child, as every run of it is: a process's end is part of what a
     // bound lease's operation leaves.
     auto f = prepared(s);
     BOOST_REQUIRE(!killed_at(*f, 0, s.operation));
-    o.after = observe(*f->client);
+    auto violations = f->client->check();
+    BOOST_REQUIRE(violations.ok());
+    for (auto& v : *violations) BOOST_TEST_MESSAGE(s.name << " run whole: " << v);
+    BOOST_TEST(violations->empty(), s.name << " run whole left violations");
+    o.after = view(s, *f->client);
   }
-  if (s.observable) BOOST_REQUIRE(o.before != o.after);
+  if (s.observable && !s.fails) BOOST_REQUIRE(o.before != o.after);
+  if (s.fails) BOOST_REQUIRE_MESSAGE(o.before == o.after, s.name << " left something:\n"
+                                                                << o.after << "before:\n"
+                                                                << o.before);
   return o;
 }
 
@@ -144,14 +201,14 @@ constexpr int kRepairStride = 1;
 #endif
 
 // Returns what readers saw.
-std::string verify_repaired(zaris::test::SegmentFixture& f, const Outcomes& o,
-                            const std::string& label) {
+std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s,
+                            const Outcomes& o, const std::string& label) {
   auto violations = f.client->check();
   BOOST_REQUIRE(violations.ok());
   for (auto& v : *violations) BOOST_TEST_MESSAGE(label << ": " << v);
   BOOST_TEST(violations->empty(), label << " left violations");
   BOOST_TEST(f.client->info()->recoveries >= 1u, label);
-  std::string seen = observe(*f.client);
+  std::string seen = view(s, *f.client);
   BOOST_TEST((seen == o.before || seen == o.after), label << " is neither before nor after:\n"
                                                           << seen << "before:\n"
                                                           << o.before << "after:\n"
@@ -168,12 +225,12 @@ int enumerate(const Scenario& s) {
   for (int step = 1; step < kMaxSteps; ++step) {
     auto f = prepared(s);
     if (!killed_at(*f, step, s.operation)) {
-      BOOST_TEST(observe(*f->client) == o.after, s.name);
+      BOOST_TEST(view(s, *f->client) == o.after, s.name);
       // The last crash point comes after the commit: that death leaves "after".
       BOOST_TEST(last_seen == o.after, s.name << ": the last crash point is not after the commit");
       return step - 1;
     }
-    last_seen = verify_repaired(*f, o, s.name + " step " + std::to_string(step));
+    last_seen = verify_repaired(*f, s, o, s.name + " step " + std::to_string(step));
   }
   BOOST_FAIL(s.name << " has more than " << kMaxSteps << " crash points");
   return 0;
@@ -207,10 +264,10 @@ int enumerate_recovery(const Scenario& s, int op_step, const Outcomes& o) {
         s.name + " step " + std::to_string(op_step) + ", repair step " + std::to_string(step);
     // A mutating call: after the repair it goes on reaping what the dead left.
     if (!killed_at(*f, step, [](Client& c) { (void)c.del("~absent"); })) {
-      verify_repaired(*f, o, label + " (repair finished)");
+      verify_repaired(*f, s, o, label + " (repair finished)");
       return killed;
     }
-    verify_repaired(*f, o, label);
+    verify_repaired(*f, s, o, label);
     ++killed;
   }
   BOOST_FAIL(s.name << ": the repair has more than " << kMaxSteps << " crash points");
@@ -416,6 +473,14 @@ std::vector<Scenario> scenarios() {
          for (const char* k : {"b/1", "b/2", "b/3"}) (void)own->put(k, "v", Put::with_lease(*id));
          zaris::segment::crash::arm(g_step, SIGKILL);
          own.reset();
+       },
+       true, false,
+       // Its keys' DELETEs say "revoked" if deregistration revoked them, and
+       // "owner_died" if its process died first.
+       [](std::string seen) {
+         for (std::size_t at; (at = seen.find(" DELETE owner_died ")) != std::string::npos;)
+           seen.replace(at, 19, " DELETE revoked ");
+         return seen;
        }},
       // Meets a dead owner's lease: marks it dying and releases its 40 keys.
       {"release of a dead owner",
@@ -427,12 +492,222 @@ std::vector<Scenario> scenarios() {
   };
 }
 
-}  // namespace
+// ---------------------------------------------------------------- transactions
 
-BOOST_AUTO_TEST_SUITE(crash_points)
+// Leases the transaction scenarios' setups grant, for their operations (set
+// in the parent before each child is forked).
+LeaseId g_lease;    // live, with keys under l/
+LeaseId g_revoked;  // revoked in preparation
 
-BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
-  for (const auto& s : scenarios()) {
+// Plain keys a, m, z, job/x ("old"), l/0 and l/1 on g_lease, p/0 .. p/4.
+void txn_keys(Client& c, zaris::ManualClock&) {
+  some_keys(c);
+  g_lease = grant_with_keys(c, "l/", 2, 10s);
+  for (int i = 0; i < 5; ++i) BOOST_REQUIRE(c.put("p/" + std::to_string(i), "x").ok());
+}
+
+// Runs `txn` and disarms: what it returned is checked without crash points,
+// by `expected`, and a child whose transaction did not do what it should
+// exits 7.
+void run_txn(Client& c, const Txn& txn,
+             const std::function<bool(const zaris::Result<zaris::TxnResult>&)>& expected) {
+  auto r = c.txn(txn);
+  zaris::segment::crash::arm(0, SIGKILL);
+  if (!expected(r)) ::_exit(7);
+}
+
+// Whether every one of `keys` lives, last written at `revision`.
+bool single_revision_of(Client& c, std::uint64_t revision, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    auto kv = c.get(k);
+    if (!kv || !*kv || (*kv)->mod_revision != revision) return false;
+  }
+  return true;
+}
+
+std::vector<Scenario> txn_scenarios() {
+  return {
+      // Every compare holds: three puts (a new key, an overwrite, a plain
+      // key moved onto a lease), a read of what it wrote, a delete, a prefix
+      // delete and a range, all in one revision.
+      {"txn then-branch", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .when(Compare::version("new") == 0)
+                     .when(Compare::lease("l/0") == g_lease)
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("m", "overwritten"))
+                     .then(TxnOp::put("a", "leased", g_lease))
+                     .then(TxnOp::get("m"))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::range("l/"))
+                     .otherwise(TxnOp::put("else", "x")),
+                 [&](auto& r) {
+                   return r && r->succeeded && r->results.size() == 7 &&
+                          r->results[3].kvs.size() == 1 &&
+                          r->results[3].kvs[0].value == "overwritten" &&
+                          r->results[4].deleted == 1 && r->results[5].deleted == 5 &&
+                          r->results[6].kvs.size() == 2 &&
+                          single_revision_of(c, r->revision, {"new", "m", "a"});
+                 });
+       }},
+      // A compare fails: the else-branch writes (an overwrite, a new leased
+      // key, a delete, a prefix delete) and reads.
+      {"txn else-branch", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .when(Compare::mod_revision("z") > 1000)
+                     .then(TxnOp::put("never", "x"))
+                     .otherwise(TxnOp::put("m", "else"))
+                     .otherwise(TxnOp::put("e/new", "x", g_lease))
+                     .otherwise(TxnOp::del("a"))
+                     .otherwise(TxnOp::del_prefix("p/"))
+                     .otherwise(TxnOp::range("", {.keys_only = true})),
+                 [&](auto& r) {
+                   return r && !r->succeeded && r->results.size() == 5 &&
+                          r->results[2].deleted == 1 && r->results[3].deleted == 5 &&
+                          single_revision_of(c, r->revision, {"m", "e/new"});
+                 });
+       }},
+      // Writes, then a put whose lease was revoked: all of it undone.
+      {"txn undone by a revoked lease",
+       [](Client& c, auto& clock) {
+         txn_keys(c, clock);
+         auto revoked = c.leases().grant(10s);
+         BOOST_REQUIRE(revoked.ok());
+         BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
+         g_revoked = *revoked;
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::value("m") == "old")
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("m", "overwritten", g_lease))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::put("late", "x", g_revoked)),
+                 [](auto& r) { return !r && r.code() == Errc::lease_lost; });
+       },
+       false, true},
+      // One free key slot: an overwrite, a delete (its slot kept vacant, not
+      // free), a new key in the last slot, then a new key that finds none.
+      {"txn undone by a full key table",
+       [](Client& c, auto&) {
+         some_keys(c);
+         const auto caps = c.info()->capacities;
+         for (std::uint32_t i = 4; i + 1 < caps.max_keys; ++i)
+           BOOST_REQUIRE(c.put("f/" + std::to_string(i), "x").ok());
+         BOOST_REQUIRE(c.info()->keys_used + 1 == caps.max_keys);
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .then(TxnOp::put("m", "overwritten"))
+                     .then(TxnOp::del("z"))
+                     .then(TxnOp::put("new1", "x"))
+                     .then(TxnOp::put("new2", "x")),
+                 [](auto& r) { return !r && r.code() == Errc::no_space; });
+       },
+       false, true},
+      // Its puts meet both keys of a lease that expired but was not reaped
+      // (eight leases due before it use up the reaping budget). The first
+      // put's DELETE takes a revision of its own, before the transaction's;
+      // the second, coming after the transaction wrote, shares the
+      // transaction's. The lease is left with no key: its reaping (by the
+      // watcher below, or by the next write) is silent.
+      {"txn put on keys of an expired lease not reaped",
+       [](Client& c, zaris::ManualClock& clock) {
+         some_keys(c);
+         for (int i = 0; i < 8; ++i) BOOST_REQUIRE(c.leases().grant(1s).ok());
+         grant_with_keys(c, "t/", 2, 2s);
+         g_lease = grant_with_keys(c, "l/", 1, 10s);
+         clock.advance(2s);
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .when(Compare::version("t/0") == 0)  // it does not live
+                     .then(TxnOp::put("t/0", "reborn", g_lease))
+                     .then(TxnOp::put("t/1", "again"))
+                     .then(TxnOp::put("m", "overwritten")),
+                 [&](auto& r) {
+                   if (!r || !r->succeeded || !single_revision_of(c, r->revision, {"t/0", "t/1", "m"}))
+                     return false;
+                   zaris::WatchOptions from;
+                   from.prefix = true;
+                   from.start_revision = r->revision - 1;
+                   auto w = c.watch("", from);
+                   if (!w) return false;
+                   auto events = w->poll();
+                   if (!events || events->size() != 5) return false;
+                   auto is = [&](std::size_t i, zaris::EventType type, const char* key,
+                                 std::uint64_t revision) {
+                     const zaris::Event& e = (*events)[i];
+                     return e.type == type && e.kv.key == key && e.revision == revision &&
+                            (type == zaris::EventType::put ||
+                             e.reason == zaris::DeleteReason::expired);
+                   };
+                   using zaris::EventType;
+                   const std::uint64_t at = r->revision;
+                   return is(0, EventType::del, "t/0", at - 1) && is(1, EventType::put, "t/0", at) &&
+                          is(2, EventType::del, "t/1", at) && is(3, EventType::put, "t/1", at) &&
+                          is(4, EventType::put, "m", at);
+                 });
+       }},
+  };
+}
+
+// A prefix delete frees its keys' slots (a delete keeps its key's slot
+// vacant; a prefix delete does not); a new key put after it in the same
+// transaction takes one of them. Undone, by the transaction's own failure or
+// by the repair after a death, that slot must be the deleted key again.
+std::vector<Scenario> slot_reuse_scenarios() {
+  return {
+      {"txn undone after a new key took a slot its prefix delete freed",
+       [](Client& c, zaris::ManualClock& clock) {
+         txn_keys(c, clock);
+         auto revoked = c.leases().grant(10s);
+         BOOST_REQUIRE(revoked.ok());
+         BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
+         g_revoked = *revoked;
+       },
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("late", "x", g_revoked)),
+                 [](auto& r) { return !r && r.code() == Errc::lease_lost; });
+       },
+       false, true},
+      {"txn prefix delete, then a new key in a slot it freed", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::put("new", "value"))
+                     .then(TxnOp::put("m", "overwritten")),
+                 [](auto& r) { return r && r->succeeded && r->results[0].deleted == 5; });
+       }},
+  };
+}
+
+// Whether ZARIS_CRASH_SCENARIO leaves this scenario out.
+bool skipped(const Scenario& s) {
+  const char* only = std::getenv("ZARIS_CRASH_SCENARIO");
+  return only != nullptr && s.name.find(only) == std::string::npos;
+}
+
+// Every scenario of `list`, killed at each of its steps.
+void sweep_operations(const std::vector<Scenario>& list) {
+  for (const auto& s : list) {
+    if (skipped(s)) continue;
     int steps = enumerate(s);
     BOOST_TEST_MESSAGE(s.name << ": " << steps << " crash points");
     std::printf("crash points: %-45s %d\n", s.name.c_str(), steps);
@@ -440,8 +715,11 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
-  for (const auto& s : scenarios()) {
+// Every scenario of `list`, killed at sampled steps, each death's repair
+// killed at each of its steps.
+void sweep_repairs(const std::vector<Scenario>& list) {
+  for (const auto& s : list) {
+    if (skipped(s)) continue;
     Outcomes o = outcomes(s);
     int total = 0;
     int repair_points = 0;
@@ -455,6 +733,40 @@ BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
     std::printf("repair crash points: %-38s %d deaths, %d repair points\n", s.name.c_str(), total,
                 repair_points);
   }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(crash_points)
+
+BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
+  sweep_operations(scenarios());
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
+  sweep_repairs(scenarios());
+}
+
+// Transactions of several operations, apart so that they can be run alone
+// (--run_test=crash_points/every_step_of_every_transaction).
+BOOST_AUTO_TEST_CASE(every_step_of_every_transaction) {
+  sweep_operations(txn_scenarios());
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_transaction_death) {
+  sweep_repairs(txn_scenarios());
+}
+
+// Fails with the library as it is: a new key's slot is written without undo
+// records, as fresh, even when a prefix delete of the same transaction freed
+// it; undoing the transaction then leaves the deleted key's slot holding the
+// new key's name, revisions and skip-list links.
+BOOST_AUTO_TEST_CASE(a_transaction_undone_gives_back_the_slots_its_prefix_delete_freed) {
+  sweep_operations({slot_reuse_scenarios()[0]});
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_transaction_that_frees_and_takes_a_slot) {
+  sweep_operations({slot_reuse_scenarios()[1]});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

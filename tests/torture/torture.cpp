@@ -5,6 +5,13 @@
 // write is there (or was legitimately undone by a later operation, or went
 // with its lease), and that check() finds nothing.
 //
+// Workers also run transactions: compares on their own keys that must hold
+// (or must not), and branches of puts, deletes, gets and ranges. Each worker
+// has a pair of keys w<i>/p/a and w<i>/p/b that only transactions write, both
+// at once, and delete, both at once: read together in one transaction, by
+// anyone at any time, they are both absent or hold one value, one version and
+// one pair of revisions.
+//
 //   zaris-torture [--seconds N] [--workers N]
 //
 // Time is a shared clock the supervisor moves forward from the real one, so
@@ -21,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -30,9 +38,12 @@
 
 using namespace std::chrono_literals;
 using zaris::Client;
+using zaris::Compare;
 using zaris::Errc;
 using zaris::LeaseId;
 using zaris::Put;
+using zaris::Txn;
+using zaris::TxnOp;
 
 namespace {
 
@@ -64,8 +75,10 @@ struct KeyRecord {
 struct Slot {
   KeyRecord plain[kKeys];
   KeyRecord leased[kKeys];
+  KeyRecord pair;  // w<i>/p/a, and w<i>/p/b which must be the same
   std::atomic<std::uint64_t> seq;  // next value sequence number
   std::atomic<std::uint64_t> completed;
+  std::atomic<std::uint64_t> txns[2];  // completed writing transactions: else, then branch
 };
 
 struct Shared {
@@ -104,6 +117,40 @@ std::string value_of(std::uint64_t seq) {
   return "value-" + std::to_string(seq);
 }
 
+std::string pair_prefix(int worker) {
+  return "w" + std::to_string(worker) + "/p/";
+}
+
+// What a range of a worker's pair (in one transaction) saw: std::nullopt if
+// its two keys disagree, else the state of both (a's).
+std::optional<std::optional<zaris::KeyValue>> pair_state(const std::vector<zaris::KeyValue>& kvs,
+                                                         int worker) {
+  if (kvs.empty()) return std::optional<zaris::KeyValue>();
+  const std::string prefix = pair_prefix(worker);
+  if (kvs.size() != 2 || kvs[0].key != prefix + "a" || kvs[1].key != prefix + "b" ||
+      kvs[0].value != kvs[1].value || kvs[0].lease != kvs[1].lease ||
+      kvs[0].version != kvs[1].version || kvs[0].create_revision != kvs[1].create_revision ||
+      kvs[0].mod_revision != kvs[1].mod_revision)
+    return std::nullopt;
+  return std::optional<zaris::KeyValue>(kvs[0]);
+}
+
+// Reads a worker's pair in one transaction (which also gets one of its
+// plain keys, so that the range is not the only operation).
+zaris::Result<zaris::TxnResult> read_pair(Client& c, int worker) {
+  return c.txn(Txn()
+                   .when(Compare::version(pair_prefix(worker) + "a") > 0)
+                   .then(TxnOp::get(key_name(worker, false, 0)))
+                   .then(TxnOp::range(pair_prefix(worker)))
+                   .otherwise(TxnOp::range(pair_prefix(worker), {.keys_only = false, .limit = 4}))
+                   .otherwise(TxnOp::get(key_name(worker, false, 0))));
+}
+
+// The pair's range out of read_pair's result.
+const std::vector<zaris::KeyValue>& pair_of(const zaris::TxnResult& r) {
+  return r.results[r.succeeded ? 1 : 0].kvs;
+}
+
 const KeyState& done(const KeyRecord& r) {
   return r.done[r.current.load()];
 }
@@ -138,10 +185,12 @@ KeyState as_seen(Client& c, const KeyState& s) {
   Client& c = *opened;
   Slot& slot = shared->slots[id];
   std::mt19937 rng(seed);
+  // Every violation counts; the first few hundred are told (a corrupt
+  // segment fails every operation from then on).
   auto violation = [&](const std::string& what, const zaris::Error* e) {
-    std::fprintf(stderr, "worker %d: violation: %s%s%s\n", id, what.c_str(), e ? ": " : "",
-                 e ? e->message.c_str() : "");
-    shared->violations.fetch_add(1);
+    if (shared->violations.fetch_add(1) < 300)
+      std::fprintf(stderr, "worker %d: violation: %s%s%s\n", id, what.c_str(), e ? ": " : "",
+                   e ? e->message.c_str() : "");
   };
   auto begin = [&](KeyRecord& r, KeyState intent) {
     if (r.pending.load()) violation("test bug: a record begun twice", nullptr);
@@ -171,6 +220,27 @@ KeyState as_seen(Client& c, const KeyState& s) {
       } else {
         violation("key " + key_name(id, leased != 0, j) +
                       " holds neither its last write nor the one its writer died in",
+                  nullptr);
+        r.pending.store(0);
+      }
+    }
+  }
+  if (slot.pair.pending.load()) {
+    KeyRecord& r = slot.pair;
+    auto got = read_pair(c, id);
+    if (!got) {
+      violation("txn reading the pair", &got.error());
+    } else if (auto seen = pair_state(pair_of(*got), id); !seen) {
+      violation("the pair's keys disagree after its writer died", nullptr);
+      r.pending.store(0);
+    } else {
+      std::uint64_t mod = seen->has_value() ? (*seen)->mod_revision : 0;
+      if (matches(r.intent, *seen) || matches(done(r), *seen)) {
+        KeyState state = matches(r.intent, *seen) ? r.intent : done(r);
+        state.mod_revision = mod;
+        set_done(r, seen->has_value() ? state : KeyState{0, 0, 0, 0});
+      } else {
+        violation("the pair holds neither its last write nor the one its writer died in",
                   nullptr);
         r.pending.store(0);
       }
@@ -208,7 +278,7 @@ KeyState as_seen(Client& c, const KeyState& s) {
     }
     int j = static_cast<int>(rng() % kKeys);
     std::uint64_t seq = slot.seq.fetch_add(1) + 1;
-    switch (rng() % 10) {
+    switch (rng() % 12) {
       case 0:
       case 1:
       case 2: {  // put, conditional on the mod revision we last wrote: a lost write fails it
@@ -305,9 +375,115 @@ KeyState as_seen(Client& c, const KeyState& s) {
         lease = LeaseId();
         break;
       }
-      default: {  // readers: someone else's keys, a range, a throwaway lease
+      case 9:
+      case 10: {  // a transaction over a plain key, maybe a leased key, and the pair
+        KeyRecord& plain = slot.plain[j];
+        KeyRecord& leased = slot.leased[j];
+        KeyRecord& pair = slot.pair;
+        const KeyState was = done(plain);
+        const KeyState pair_was = done(pair);
+        const std::string key = key_name(id, false, j);
+        const std::string pa = pair_prefix(id) + "a";
+        const std::string pb = pair_prefix(id) + "b";
+        // Compares on what only this worker writes: they hold, unless one
+        // is made not to (of any target and operator).
+        const bool hold = rng() % 2 == 0;
+        Txn txn;
+        txn.when(Compare::mod_revision(key) == was.mod_revision);
+        if (pair_was.present) {
+          txn.when(Compare::value(pa) == value_of(pair_was.seq));
+          txn.when(Compare::mod_revision(pb) == pair_was.mod_revision);
+        } else {
+          txn.when(Compare::version(pa) < 1);
+        }
+        txn.when(Compare::lease(key) == LeaseId());
+        if (!hold) {
+          switch (rng() % 5) {
+            case 0: txn.when(Compare::version(key) > was.present + 1000); break;
+            case 1: txn.when(Compare::create_revision(key) < 0); break;
+            case 2: txn.when(Compare::mod_revision(key) != was.mod_revision); break;
+            case 3: txn.when(Compare::lease(key) == lease); break;
+            default: txn.when(Compare::value(key) == "never-written"); break;
+          }
+        }
+        // The branch that must run writes; the other must not run (it would
+        // write what no record expects, and the checks would see it).
+        std::vector<TxnOp>& runs = hold ? txn.success : txn.failure;
+        std::vector<TxnOp>& not_run = hold ? txn.failure : txn.success;
+        not_run.push_back(TxnOp::put(pa, "wrong-branch"));
+        not_run.push_back(TxnOp::del(key));
+        // The pair as it was, read first; then the writes.
+        runs.push_back(TxnOp::range(pair_prefix(id)));
+        const bool del_pair = pair_was.present && rng() % 4 == 0;
+        const bool del_plain = was.present && rng() % 4 == 0;
+        const bool with_lease = rng() % 2 == 0;
+        if (del_pair) {
+          runs.push_back(rng() % 2 ? TxnOp::del_prefix(pair_prefix(id)) : TxnOp::del(pa));
+          if (runs.back().kind == TxnOp::Kind::del) runs.push_back(TxnOp::del(pb));
+        } else {
+          runs.push_back(TxnOp::put(pa, value_of(seq)));
+          runs.push_back(TxnOp::put(pb, value_of(seq)));
+        }
+        runs.push_back(del_plain ? TxnOp::del(key) : TxnOp::put(key, value_of(seq)));
+        if (with_lease) runs.push_back(TxnOp::put(key_name(id, true, j), value_of(seq), lease));
+        runs.push_back(TxnOp::get(key));
+        runs.push_back(TxnOp::range(pair_prefix(id), {.keys_only = true}));
+        begin(pair, del_pair ? KeyState{0, 0, 0, 0} : KeyState{1, seq, 0, 0});
+        begin(plain, del_plain ? KeyState{0, 0, 0, 0} : KeyState{1, seq, 0, 0});
+        if (with_lease) begin(leased, {1, seq, lease.value(), 0});
+        auto r = c.txn(txn);
+        if (!r) {
+          // Undone whole: the lease it attached to was lost.
+          if (!with_lease || r.code() != Errc::lease_lost) violation("txn", &r.error());
+          pair.pending.store(0);
+          plain.pending.store(0);
+          if (with_lease) {
+            leased.pending.store(0);
+            lost_lease("txn");
+          }
+          break;
+        }
+        if (r->succeeded != hold) {
+          violation(hold ? "a txn's compares on its own keys failed" : "a txn's compare held",
+                    nullptr);
+          pair.pending.store(0);
+          plain.pending.store(0);
+          if (with_lease) leased.pending.store(0);
+          break;
+        }
+        saw_revision(r->revision);
+        // What it read before writing was the pair as last written; what it
+        // read after, its own writes.
+        auto before_writes = pair_state(r->results[0].kvs, id);
+        if (!before_writes || !matches(pair_was, *before_writes) ||
+            (before_writes->has_value() && (*before_writes)->mod_revision != pair_was.mod_revision))
+          violation("a txn read the pair as it was not", nullptr);
+        const auto& own = r->results[r->results.size() - 2].kvs;  // the get
+        if (del_plain ? !own.empty()
+                      : (own.size() != 1 || own[0].value != value_of(seq) ||
+                         own[0].mod_revision != r->revision))
+          violation("a txn's get does not see the txn's own write", nullptr);
+        const auto& after = r->results.back().kvs;
+        if (del_pair ? !after.empty()
+                     : (after.size() != 2 || after[0].mod_revision != r->revision ||
+                        after[1].mod_revision != r->revision || !after[0].value.empty()))
+          violation("a txn's range does not see the txn's own writes", nullptr);
+        if (del_pair && r->results[1].deleted != (r->results[1].kind == TxnOp::Kind::del ? 1u : 2u))
+          violation("a txn deleted the wrong number of pair keys", nullptr);
+        set_done(pair, del_pair ? KeyState{0, 0, 0, 0} : KeyState{1, seq, 0, r->revision});
+        set_done(plain, del_plain ? KeyState{0, 0, 0, 0} : KeyState{1, seq, 0, r->revision});
+        if (with_lease) set_done(leased, {1, seq, lease.value(), r->revision});
+        slot.txns[hold].fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      default: {  // readers: someone else's keys and pair, a range, a throwaway lease
         int other = static_cast<int>(rng() % kMaxWorkers);
         if (auto kv = c.get(key_name(other, false, j)); !kv) violation("get", &kv.error());
+        if (auto p = read_pair(c, other); !p) {
+          violation("txn reading a pair", &p.error());
+        } else if (!pair_state(pair_of(*p), other)) {
+          violation("a txn saw the two keys of " + pair_prefix(other) + " disagree", nullptr);
+        }
         if (auto all = c.get_prefix("w"); !all) violation("get_prefix", &all.error());
         auto spare = c.leases().grant(10ms);
         if (spare) (void)c.leases().revoke(*spare);
@@ -391,7 +567,11 @@ int main(int argc, char** argv) {
   for (int id = 0; id < workers; ++id) kill_worker(id);
   // Time stands still from here: leases neither lapse nor get renewed.
   std::uint64_t completed = 0;
-  for (int id = 0; id < workers; ++id) completed += shared->slots[id].completed.load();
+  std::uint64_t txns[2] = {0, 0};
+  for (int id = 0; id < workers; ++id) {
+    completed += shared->slots[id].completed.load();
+    for (int branch = 0; branch < 2; ++branch) txns[branch] += shared->slots[id].txns[branch].load();
+  }
 
   std::uint64_t violations = shared->violations.load();
   auto report = [&](const std::string& what) {
@@ -426,10 +606,42 @@ int main(int argc, char** argv) {
       }
     }
   }
+  // Each pair, read in one transaction: its keys agree, and hold its last
+  // write or the one its writer died in.
+  for (int id = 0; id < workers; ++id) {
+    const KeyRecord& r = shared->slots[id].pair;
+    auto got = read_pair(client, id);
+    if (!got) {
+      report(got.error().message);
+      continue;
+    }
+    auto seen = pair_state(pair_of(*got), id);
+    if (!seen) {
+      report("the keys of " + pair_prefix(id) + " disagree");
+      continue;
+    }
+    ++keys_checked;
+    if (!matches(done(r), *seen) && !(r.pending.load() && matches(r.intent, *seen)))
+      report("pair " + pair_prefix(id) + " is " +
+             (seen->has_value() ? "\"" + (*seen)->value + "\"" : std::string("absent")) +
+             ", expected " + (done(r).present ? value_of(done(r).seq) : "absent"));
+  }
   // Past every TTL, every lease and leased key goes, and the segment stays sound.
   shared->now_ns.fetch_add(kLeaseTtlNs + 1);
-  for (int i = 0; i < 200 && client.info()->leases_used > 0; ++i) (void)client.put("~reap", "x");
-  if (client.info()->leases_used != 0) report("leases left after every TTL passed");
+  // (A corrupt segment fails info(): that is reported, not dereferenced.)
+  for (int i = 0;; ++i) {
+    auto in = client.info();
+    if (!in) {
+      report("info: " + in.error().message);
+      break;
+    }
+    if (in->leases_used == 0) break;
+    if (i == 200) {
+      report("leases left after every TTL passed");
+      break;
+    }
+    (void)client.put("~reap", "x");
+  }
   auto remaining = client.get_prefix("");
   if (!remaining) {
     report(remaining.error().message);
@@ -442,7 +654,8 @@ int main(int argc, char** argv) {
   if (auto again = client.check(); !again || !again->empty()) report("check after expiry");
   // The run must have done what it claims to test.
   if (completed == 0) report("no operation completed");
-  if (keys_checked != static_cast<std::uint64_t>(workers) * 2 * kKeys)
+  if (txns[0] == 0 || txns[1] == 0) report("no transaction ran one of its branches");
+  if (keys_checked != static_cast<std::uint64_t>(workers) * (2 * kKeys + 1))
     report("keys left unverified");
   auto repaired = client.info();
   if (seconds >= 5 && (!repaired || repaired->recoveries == 0))
@@ -450,10 +663,13 @@ int main(int argc, char** argv) {
 
   auto info = client.info();
   std::printf(
-      "torture: %d s, %d workers: %llu processes killed, %llu operations completed, "
-      "%llu keys verified, %llu repairs, %llu violations\n",
+      "torture: %d s, %d workers: %llu processes killed, %llu operations completed "
+      "(%llu transactions: %llu then, %llu else), %llu keys verified, %llu repairs, "
+      "%llu violations\n",
       seconds, workers, static_cast<unsigned long long>(killed),
-      static_cast<unsigned long long>(completed), static_cast<unsigned long long>(keys_checked),
+      static_cast<unsigned long long>(completed),
+      static_cast<unsigned long long>(txns[0] + txns[1]), static_cast<unsigned long long>(txns[1]),
+      static_cast<unsigned long long>(txns[0]), static_cast<unsigned long long>(keys_checked),
       static_cast<unsigned long long>(info ? info->recoveries : 0),
       static_cast<unsigned long long>(violations));
   (void)Client::destroy(segment);
