@@ -171,7 +171,11 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
   std::uint64_t below = created;
   if (!take_predecessor(seen->results[1], 0, prefix.size(), where, below)) {
     auto found = find_predecessor(client, name, key, where, below);
-    if (!found && found.code() == Errc::lease_lost) return Place{false, created};
+    if (!found && found.code() == Errc::lease_lost) {
+      Place gone;
+      gone.created = created;
+      return gone;  // our key went as we read the queue
+    }
     if (!found) return std::move(found).error();
   }
   return where;
