@@ -42,14 +42,18 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
     abort_corrupt("an event would go out of revision order");
   segment::EventSlotHeader& e = event_slot(index);
   if (index >= capacity) {
-    // The slot still holds event index - capacity: give it up first. Not
-    // journaled: a rollback may cost history, never falsify it.
+    // The slot holds event index - capacity: give it up first. Not
+    // journaled: a rollback may cost history, never falsify it. A slot that
+    // holds an undone event instead (written past the head by an operation
+    // rolled back) gave its event up when that one overwrote it.
     std::uint64_t first = index - capacity + 1;
     if (ring.first_valid.load(std::memory_order_relaxed) < first)
       ring.first_valid.store(first, std::memory_order_relaxed);
-    std::uint64_t lost = std::min(e.revision, revision);
-    if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
-      ring.compacted_revision.store(lost, std::memory_order_relaxed);
+    if (segment::read_once(e.index) == index - capacity) {
+      std::uint64_t lost = std::min(e.revision, revision);
+      if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
+        ring.compacted_revision.store(lost, std::memory_order_relaxed);
+    }
   }
   std::string_view name = store_.key_bytes(k);
   std::string_view value = type == segment::kEventPut ? store_.value_bytes(k) : std::string_view();
@@ -73,9 +77,14 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
 void Engine::settle_ring() noexcept {
   // An undone append can leave the oldest readable index past the head (the
   // slots it overwrote are lost all the same): bring it back to the head.
+  // An undone append that wrapped over its own events also took their
+  // (undone) revisions for lost: none above the store's revision exists.
   segment::EventRingHeader& ring = *ring_;
   if (ring.first_valid.load(std::memory_order_relaxed) > ring.head)
     ring.first_valid.store(ring.head, std::memory_order_relaxed);
+  const std::uint64_t revision = store_.state().revision;
+  if (ring.compacted_revision.load(std::memory_order_relaxed) > revision)
+    ring.compacted_revision.store(revision, std::memory_order_relaxed);
 }
 
 }  // namespace zaris::engine

@@ -151,10 +151,17 @@ void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::u
   KeySlotHeader& k = this->key(slot);
   std::uint32_t level = level_for(hash);
   if (level > state_->skip_level) tx.set(state_->skip_level, level);
-  // The node is fresh: its own links need no undo record.
-  k.level = level;
-  for (std::uint32_t l = 0; l < level; ++l) k.forward[l] = forward(update[l], l);
-  k.back = update[0];
+  if (tx.freed_since_commit) {
+    // Perhaps a slot this transaction freed (insert_key): undo its links too.
+    tx.set(k.level, level);
+    for (std::uint32_t l = 0; l < level; ++l) tx.set(k.forward[l], forward(update[l], l));
+    tx.set(k.back, update[0]);
+  } else {
+    // The node is fresh: its own links need no undo record.
+    k.level = level;
+    for (std::uint32_t l = 0; l < level; ++l) k.forward[l] = forward(update[l], l);
+    k.back = update[0];
+  }
   if (k.forward[0] != kNone) tx.set(this->key(k.forward[0]).back, slot);
   for (std::uint32_t l = 0; l < level; ++l) tx.set(forward(update[l], l), slot);
 }

@@ -74,6 +74,33 @@ BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, SegmentFixtu
 // Joining puts the key and finds its place in one step; only live
 // contenders (NAME/<16 hex digits>) count, and the predecessor is the latest
 // created before us.
+// Many keys under the name that do not contend, between a contender and its
+// predecessor: the search pages down through them all.
+BOOST_FIXTURE_TEST_CASE(a_queue_place_looks_past_many_keys_that_do_not_contend,
+                        SegmentFixture) {
+  namespace co = zaris::coordination;
+  auto a = *client->leases().grant(10s);
+  auto b = *client->leases().grant(10s);
+  BOOST_REQUIRE(co::join(*client, "q", co::contender_key("q", a), "", a).ok());
+  for (int i = 0; i < 150; ++i)
+    BOOST_REQUIRE(client->put("q/other/" + std::to_string(i), "x").ok());
+  auto joined = co::join(*client, "q", co::contender_key("q", b), "", b);
+  BOOST_REQUIRE(joined.ok());
+  BOOST_TEST(!joined->head);
+  BOOST_TEST(joined->predecessor == co::contender_key("q", a));
+  auto where = co::place(*client, "q", co::contender_key("q", b), joined->created);
+  BOOST_REQUIRE(where.ok());
+  BOOST_TEST(where->predecessor == co::contender_key("q", a));
+  auto head = co::head(*client, "q");
+  BOOST_REQUIRE(head.ok() && head->has_value());
+  BOOST_TEST((*head)->key == co::contender_key("q", a));
+  // Our key gone: the place says so, whatever lies under the name.
+  BOOST_REQUIRE(client->leases().revoke(b).ok());
+  auto gone = co::place(*client, "q", co::contender_key("q", b), joined->created);
+  BOOST_REQUIRE(gone.ok());
+  BOOST_TEST(!gone->present);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixture) {
   namespace co = zaris::coordination;
   auto lease = [&](std::chrono::nanoseconds ttl) { return *client->leases().grant(ttl); };

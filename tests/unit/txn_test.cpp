@@ -484,4 +484,68 @@ BOOST_FIXTURE_TEST_CASE(a_key_whose_lease_expires_at_the_instant_is_absent, Segm
   require_consistent();
 }
 
+BOOST_FIXTURE_TEST_CASE(an_undone_txn_gives_back_the_slots_it_freed_and_took, SegmentFixture) {
+  auto ended = client->leases().grant(10s);
+  BOOST_REQUIRE(client->leases().revoke(*ended).ok());
+  for (int i = 0; i < 5; ++i) BOOST_REQUIRE(client->put("p/" + std::to_string(i), "old").ok());
+  // The prefix delete frees slots; the new key takes one; the last put fails.
+  auto r = client->txn(Txn()
+                           .then(TxnOp::del_prefix("p/"))
+                           .then(TxnOp::put("zzzzzzzzzz", "new"))
+                           .then(TxnOp::put("q", "x", *ended)));
+  BOOST_TEST(r.code() == Errc::lease_lost);
+  BOOST_TEST(!client->get("zzzzzzzzzz")->has_value());
+  for (int i = 0; i < 5; ++i) BOOST_TEST((*client->get("p/" + std::to_string(i)))->value == "old");
+  require_consistent();
+  // A plain delete frees a slot too once the vacant slots are full.
+  for (int i = 0; i < 80; ++i) {
+    BOOST_REQUIRE(client->put("v/" + std::to_string(i), "x").ok());
+    BOOST_REQUIRE(client->del("v/" + std::to_string(i)).ok());
+  }
+  auto again = client->txn(Txn()
+                               .then(TxnOp::del("p/0"))
+                               .then(TxnOp::put("yyyyyyyyyy", "new"))
+                               .then(TxnOp::put("q", "x", *ended)));
+  BOOST_TEST(again.code() == Errc::lease_lost);
+  BOOST_TEST(!client->get("yyyyyyyyyy")->has_value());
+  BOOST_TEST((*client->get("p/0"))->value == "old");
+  require_consistent();
+}
+
+zaris::SegmentOptions short_history() {
+  zaris::SegmentOptions options = zaris::test::small_segment();
+  options.max_events = 64;
+  return options;
+}
+
+struct ShortHistoryFixture : SegmentFixture {
+  ShortHistoryFixture() : SegmentFixture(short_history(), "txn") {}
+};
+
+BOOST_FIXTURE_TEST_CASE(an_undone_txn_longer_than_the_history_leaves_watchers_whole,
+                        ShortHistoryFixture) {
+  auto ended = client->leases().grant(10s);
+  BOOST_REQUIRE(client->leases().revoke(*ended).ok());
+  for (int i = 0; i < 100; ++i) BOOST_REQUIRE(client->put("p/" + std::to_string(i), "x").ok());
+  const std::uint64_t before = revision_of(*client);
+  // 100 DELETE events wrap the 64-event ring, then the transaction is undone.
+  auto r = client->txn(Txn().then(TxnOp::del_prefix("p/")).then(TxnOp::put("q", "x", *ended)));
+  BOOST_TEST(r.code() == Errc::lease_lost);
+  BOOST_TEST(revision_of(*client) == before);
+  require_consistent();
+  // A watcher from now on hears the next change, and one from the past is
+  // told its history is gone, not that the future is.
+  auto watcher = client->watch("k", zaris::WatchOptions{false, before + 1});
+  BOOST_REQUIRE(watcher.ok());
+  BOOST_REQUIRE(client->put("k", "v").ok());
+  auto events = watcher->poll();
+  BOOST_REQUIRE_MESSAGE(events.ok(), (events.ok() ? std::string() : events.error().message));
+  BOOST_REQUIRE(events->size() == 1u);
+  BOOST_TEST((*events)[0].revision == before + 1);
+  auto old = client->watch("p/", zaris::WatchOptions{true, before - 10});
+  BOOST_REQUIRE(old.ok());
+  auto gone = old->poll();
+  BOOST_TEST(gone.code() == Errc::compacted);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
