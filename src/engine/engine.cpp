@@ -12,15 +12,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 
 Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
     : mapping_(std::move(mapping)),

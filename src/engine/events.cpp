@@ -11,15 +11,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 segment::EventSlotHeader& Engine::event_slot(std::uint64_t index) const {
   std::uint64_t slot = index % layout_.caps.max_events;
   return *reinterpret_cast<segment::EventSlotHeader*>(

@@ -7,15 +7,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 Result<segment::Acquired> Engine::acquire() {
   if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);

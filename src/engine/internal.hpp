@@ -12,6 +12,15 @@
 
 namespace zaris::engine {
 
+using segment::abort_corrupt;
+using segment::kDeadlineDead;
+using segment::kDeadlineFree;
+using segment::kDeadlineOwnerDied;
+using segment::kDeadlineStates;
+using segment::kIntentDeletePrefix;
+using segment::kIntentNone;
+using segment::TxAbort;
+
 // Events a watcher scans per lock hold, matching or not.
 inline constexpr std::uint64_t kEventsScannedPerCall = 4096;
 // Per-operation reaping budget: bounds what one caller pays for others' expiry.

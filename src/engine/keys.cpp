@@ -10,15 +10,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
   std::string_view name = store_.key_bytes(k);
   out.key.assign(name.data(), name.size());

@@ -2,17 +2,13 @@
 // no other code writes.
 #include <string>
 
+#include "engine/internal.hpp"
 #include "engine/store.hpp"
 #include "segment/process.hpp"
 #include "zaris/lease.hpp"
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
 
 Store::Store(std::uint8_t* base, const Layout& layout) noexcept
     : base_(base),

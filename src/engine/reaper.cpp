@@ -9,15 +9,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
   LeaseSlot& l = store_.lease(slot);
   if (!segment::deadline_ended(l.deadline_ns.load(std::memory_order_acquire)))

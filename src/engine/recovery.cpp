@@ -11,15 +11,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 Result<void> Engine::recover_or_poison(Op& tx) {
   Result<void> repaired = recover(tx);
   if (repaired) return repaired;

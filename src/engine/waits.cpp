@@ -15,15 +15,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 
 std::int64_t Engine::liveness_deadline() const {
   // Sleepers look again at least this often, whatever they wait for: a writer

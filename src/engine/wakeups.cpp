@@ -7,15 +7,6 @@
 
 namespace zaris::engine {
 
-using segment::abort_corrupt;
-using segment::kDeadlineDead;
-using segment::kDeadlineFree;
-using segment::kDeadlineOwnerDied;
-using segment::kDeadlineStates;
-using segment::kIntentDeletePrefix;
-using segment::kIntentNone;
-using segment::TxAbort;
-
 void Engine::bump(Op& tx, segment::Channel& channel, bool& noted) {
   // A waiter counts itself a sleeper before it reads `seq` and checks its
   // condition under the lock we hold. So if nobody is counted now, any

@@ -506,6 +506,15 @@ void txn_keys(Client& c, zaris::ManualClock&) {
   for (int i = 0; i < 5; ++i) BOOST_REQUIRE(c.put("p/" + std::to_string(i), "x").ok());
 }
 
+// txn_keys(), and a revoked lease in g_revoked for a put that must fail.
+void txn_keys_and_a_revoked_lease(Client& c, zaris::ManualClock& clock) {
+  txn_keys(c, clock);
+  auto revoked = c.leases().grant(10s);
+  BOOST_REQUIRE(revoked.ok());
+  BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
+  g_revoked = *revoked;
+}
+
 // Runs `txn` and disarms: what it returned is checked without crash points,
 // by `expected`, and a child whose transaction did not do what it should
 // exits 7.
@@ -576,13 +585,7 @@ std::vector<Scenario> txn_scenarios() {
        }},
       // Writes, then a put whose lease was revoked: all of it undone.
       {"txn undone by a revoked lease",
-       [](Client& c, auto& clock) {
-         txn_keys(c, clock);
-         auto revoked = c.leases().grant(10s);
-         BOOST_REQUIRE(revoked.ok());
-         BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
-         g_revoked = *revoked;
-       },
+       [](Client& c, auto& clock) { txn_keys_and_a_revoked_lease(c, clock); },
        [](Client& c) {
          run_txn(c,
                  Txn()
@@ -670,13 +673,7 @@ std::vector<Scenario> txn_scenarios() {
 std::vector<Scenario> slot_reuse_scenarios() {
   return {
       {"txn undone after a new key took a slot its prefix delete freed",
-       [](Client& c, zaris::ManualClock& clock) {
-         txn_keys(c, clock);
-         auto revoked = c.leases().grant(10s);
-         BOOST_REQUIRE(revoked.ok());
-         BOOST_REQUIRE(c.leases().revoke(*revoked).ok());
-         g_revoked = *revoked;
-       },
+       [](Client& c, zaris::ManualClock& clock) { txn_keys_and_a_revoked_lease(c, clock); },
        [](Client& c) {
          run_txn(c,
                  Txn()
