@@ -64,6 +64,8 @@ class Election {
   std::uint64_t created_ = 0;  // our key's create revision while campaigning or leading
   Txn join_;                   // joining the queue, built once
   TxnResult joined_;           // its result, reused
+  Txn look_;                   // looking at our place again, built once
+  TxnResult looked_;           // its result, reused
 };
 
 }  // namespace zaris

@@ -42,6 +42,8 @@ class Mutex {
   std::uint64_t token_ = 0;
   Txn join_;           // joining the queue, built once
   TxnResult joined_;   // its result, reused
+  Txn look_;           // looking at our place again, built once
+  TxnResult looked_;   // its result, reused
 };
 
 }  // namespace zaris

@@ -14,7 +14,7 @@ Election::Election(Session& session, std::string name)
 Result<void> Election::campaign(std::string_view value, std::chrono::nanoseconds timeout) {
   auto created =
       coordination::join_and_wait(session_.client(), name_, key_, value, session_.lease(), timeout,
-                                  join_, joined_);
+                                  join_, joined_, look_, looked_);
   if (!created) return std::move(created).error();
   created_ = *created;
   return {};

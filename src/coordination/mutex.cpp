@@ -12,7 +12,7 @@ Mutex::Mutex(Session& session, std::string name)
 Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
   auto created =
       coordination::join_and_wait(session_.client(), name_, key_, "", session_.lease(), timeout,
-                                  join_, joined_);
+                                  join_, joined_, look_, looked_);
   if (!created) return std::move(created).error();
   token_ = *created;
   return {};
@@ -42,7 +42,7 @@ Result<void> Mutex::unlock() {
 
 Result<bool> Mutex::is_owner() {
   if (token_ == 0) return false;
-  auto where = coordination::place(session_.client(), name_, key_, token_);
+  auto where = coordination::place(session_.client(), name_, key_, token_, look_, looked_);
   if (!where) return std::move(where).error();
   return where->present && where->head;
 }

@@ -152,24 +152,37 @@ Result<Place> join(Client& client, std::string_view name, const std::string& key
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created) {
+  Txn txn;
+  TxnResult result;
+  return place(client, name, key, created, txn, result);
+}
+
+Result<Place> place(Client& client, std::string_view name, const std::string& key,
+                    std::uint64_t created, Txn& txn, TxnResult& result) {
   if (auto bad = check_under(name, key); !bad) return std::move(bad).error();
-  const std::string prefix = prefix_of(name);
+  const std::size_t prefix_size = name.size() + 1;
   Place where;
   where.created = created;
   if (created == 0) return where;
-  auto seen = client.txn(Txn()
-                             .when(Compare::create_revision(key) == created)
-                             .then(own_key(key))
-                             .then(TxnOp::range(prefix, newest_first(created - 1))));
-  if (!seen) return std::move(seen).error();
-  if (!seen->succeeded) return where;  // our key is gone (or is another's now)
-  const TxnOpResult& own = seen->results[0];
+  // Built once for a contender; a later look changes only the revisions.
+  if (txn.compares.size() != 1 || txn.success.size() != 2 || txn.compares[0].key != key) {
+    txn = Txn()
+              .when(Compare::create_revision(key) == created)
+              .then(own_key(key))
+              .then(TxnOp::range(prefix_of(name), newest_first(created - 1)));
+  } else {
+    txn.compares[0].number = created;
+    txn.success[1].options.max_create_revision = created - 1;
+  }
+  if (auto done = client.txn(txn, result); !done) return std::move(done).error();
+  if (!result.succeeded) return where;  // our key is gone (or is another's now)
+  const TxnOpResult& own = result.results[0];
   if (own.kvs.empty()) return where;  // cannot be: the compare found it
   where.own_mod_revision = own.kvs[0].mod_revision;
   where.present = true;
   where.head = true;
   std::uint64_t below = created;
-  if (!take_predecessor(seen->results[1], 0, prefix.size(), where, below)) {
+  if (!take_predecessor(result.results[1], 0, prefix_size, where, below)) {
     auto found = find_predecessor(client, name, key, where, below);
     if (!found && found.code() == Errc::lease_lost) {
       Place gone;
@@ -183,6 +196,14 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
 
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
                            Place where, std::chrono::steady_clock::time_point deadline) {
+  Txn txn;
+  TxnResult result;
+  return wait_for_head(client, name, key, std::move(where), deadline, txn, result);
+}
+
+Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
+                           Place where, std::chrono::steady_clock::time_point deadline, Txn& txn,
+                           TxnResult& result) {
   for (;;) {
     if (!where.present)
       return key_gone(key);
@@ -196,7 +217,7 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
                                     {key, where.own_mod_revision}};
     auto changed = client.wait_for_any_change(watched, left);
     if (!changed) return std::move(changed).error();
-    auto next = place(client, name, key, where.created);
+    auto next = place(client, name, key, where.created, txn, result);
     if (!next) return std::move(next).error();
     where = std::move(*next);
   }
@@ -221,12 +242,13 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
                                     std::chrono::nanoseconds timeout, Txn& txn,
-                                    TxnResult& result) {
+                                    TxnResult& result, Txn& look, TxnResult& looked) {
   auto joined = join(client, name, key, value, lease, txn, result);
   if (!joined) return std::move(joined).error();
   const std::uint64_t created = joined->created;
   if (joined->head) return created;  // uncontended: no clock read, no second look
-  auto turn = wait_for_head(client, name, key, std::move(*joined), deadline_after(timeout));
+  auto turn = wait_for_head(client, name, key, std::move(*joined), deadline_after(timeout), look,
+                            looked);
   if (!turn) {
     leave(client, key, created);
     return std::move(turn).error();

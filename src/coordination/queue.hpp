@@ -40,12 +40,20 @@ Result<Place> join(Client& client, std::string_view name, const std::string& key
 // Where `key` (created at `created`) stands under `name`. O(keys under the name).
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created);
+// The same, building its transaction in `txn` (reused by the same contender)
+// and its result in `result`.
+Result<Place> place(Client& client, std::string_view name, const std::string& key,
+                    std::uint64_t created, Txn& txn, TxnResult& result);
 
 // From `where` (our place as last seen), waits until `key` is at the head,
 // or `deadline` (steady clock) passes: Errc::timed_out. Errc::lease_lost if
 // our key vanished (the lease ended).
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
                            Place where, std::chrono::steady_clock::time_point deadline);
+// The same, each look built in `txn` and read into `result` (reused).
+Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
+                           Place where, std::chrono::steady_clock::time_point deadline, Txn& txn,
+                           TxnResult& result);
 
 // Leaves the queue: deletes `key` if it is still the one created at
 // `created`, not a later key of the same session.
@@ -60,7 +68,7 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
                                     std::chrono::nanoseconds timeout, Txn& txn,
-                                    TxnResult& result);
+                                    TxnResult& result, Txn& look, TxnResult& looked);
 
 // Whether `key` is a contender under `name` (NAME/<16 hex digits>).
 bool is_contender_key(std::string_view name, std::string_view key);

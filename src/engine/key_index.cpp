@@ -137,6 +137,17 @@ std::uint32_t Store::lower_bound(std::string_view key) const {
   return forward(update[0], 0);
 }
 
+std::uint32_t Store::first_under(std::string_view prefix, std::uint32_t known) const {
+  std::uint64_t steps = 0;
+  for (std::uint32_t from = known, s = previous_key(known);; from = s, s = previous_key(s)) {
+    if (++steps > layout_->caps.max_keys) abort_corrupt("skip list's back links have a cycle");
+    // A wrong back link could skip a key under the prefix (a lock's contender).
+    if ((s == kNone ? first_key() : next_key(s)) != from)
+      abort_corrupt("skip list's back link does not match");
+    if (s == kNone || !key_bytes(key(s)).starts_with(prefix)) return from;
+  }
+}
+
 std::uint32_t Store::next_key(std::uint32_t slot) const {
   return key(slot).forward[0];
 }

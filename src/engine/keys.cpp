@@ -105,6 +105,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
     tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
   }
   store_.set_key_lease(tx, slot, lease_id);
+  tx.put_slot = slot;
   emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
   note_key_hash(tx, probe.hash32);
   return PutResult{revision};
@@ -131,6 +132,14 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   Match inline_found[kInline];
   std::vector<Match> spilled;
   std::size_t count = 0;
+  // A range over keys this operation just put under (a lock's queue): walk
+  // out from the put key, with no search from the top of the skip list.
+  std::uint32_t start = kNone;
+  if (tx.put_slot != kNone) {
+    const KeySlotHeader& put = store_.key(tx.put_slot);
+    if (put.used == segment::kKeyLive && store_.key_bytes(put).starts_with(prefix))
+      start = store_.first_under(prefix, tx.put_slot);
+  }
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (k.create_revision < min_created || k.create_revision > max_created) return true;
     if (!store_.key_visible(k, now, tx.noticed)) return true;
@@ -150,7 +159,7 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     }
     take(k);
     return true;
-  });
+  }, start);
   if (by_key) return n;
   Match* found = spilled.empty() ? inline_found : spilled.data();
   const std::size_t kept = options.limit != 0 && count > options.limit ? options.limit : count;

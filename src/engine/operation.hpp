@@ -24,6 +24,9 @@ class Op : public segment::Tx {
   using Tx::Tx;
   Wakeups wakeups;
   Noticed noticed;  // dead owners met: marked dying in the epilogue
+  // The key slot this operation's latest put wrote (kNone: none): a range
+  // over a prefix it is under starts there, not at the top of the skip list.
+  std::uint32_t put_slot = segment::kNone;
 };
 
 }  // namespace zaris::engine

@@ -163,16 +163,20 @@ class Store {
   // The first key slot whose key is >= `key` in byte order, or kNone.
   std::uint32_t lower_bound(std::string_view key) const;
   std::uint32_t first_key() const { return state_->skip_head[0]; }  // or kNone
+  // The first slot under `prefix`, found from `known` (a slot under it) by
+  // the back links, each checked against the forward link it mirrors.
+  std::uint32_t first_under(std::string_view prefix, std::uint32_t known) const;
   std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
 
   // Calls fn(slot, header) for every key slot (live, vacant or dead) whose key
   // starts with `prefix`, in key order, until fn returns false. fn may remove
   // the slot it is given (the successor is read before the call).
+  // `start`, if given, is the first slot under the prefix (first_under()).
   template <typename Fn>
-  void for_each_under(std::string_view prefix, Fn&& fn) const {
+  void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
     std::uint64_t steps = 0;
-    for (std::uint32_t s = lower_bound(prefix); s != kNone;) {
+    for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
       if (++steps > layout_->caps.max_keys) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       KeySlotHeader& k = key(s);
