@@ -200,11 +200,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)engine.put("a", "value", {});
   if (granted) (void)engine.put("b", "leased", zaris::Put::with_lease(*granted));
   (void)engine.put("c", "x", zaris::Put::absent());
-  // A queue's join and view walk the back links from the key's own slot;
-  // a delete leaves a vacant slot, the next put revives it.
-  auto member = [](std::string_view, std::size_t) { return true; };
-  (void)engine.put_and_view("q/1", "", {}, "q/", member);
-  (void)engine.queue_view("q/", "q/1", member);
+  // A lock's join (a put, then a range that walks the back links out from
+  // the key's own slot) and its look again; a delete leaves a vacant slot,
+  // the next put revives it.
+  {
+    zaris::RangeOptions newest;
+    newest.keys_only = true;
+    newest.limit = 4;
+    newest.order = zaris::RangeOrder::create_revision_descending;
+    zaris::TxnResult out;
+    (void)engine.txn(zaris::Txn()
+                         .when(zaris::Compare::create_revision("q/1") == 0)
+                         .then(zaris::TxnOp::put("q/1", ""))
+                         .then(zaris::TxnOp::range("q/", newest)),
+                     out);
+    newest.max_create_revision = 5;
+    (void)engine.txn(zaris::Txn()
+                         .when(zaris::Compare::create_revision("q/1") != 0)
+                         .then(zaris::TxnOp::get("q/1"))
+                         .then(zaris::TxnOp::range("q/", newest)),
+                     out);
+  }
   (void)engine.del("q/1", false);
   (void)engine.put("q/1", "again", {});
   // Transactions of the script, on what the operations above left, each
