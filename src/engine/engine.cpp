@@ -178,11 +178,10 @@ Result<PutResult> Engine::put(std::string_view key, std::string_view value, cons
 Result<bool> Engine::get(std::string_view key, KeyValue& out) {
   if (auto bad = check_key(key); !bad) return std::move(bad).error();
   return locked<bool>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<bool> {
-    Store::Probe probe = store_.find(key);
-    if (probe.slot == kNone) return false;
-    const KeySlotHeader& k = store_.key(probe.slot);
-    if (!store_.key_visible(k, now, tx.noticed)) return false;
-    fill(k, out, true);
+    Store::Probe probe;
+    const KeySlotHeader* k = find_visible(tx, now, key, probe);
+    if (k == nullptr) return false;
+    fill(*k, out, true);
     return true;
   });
 }

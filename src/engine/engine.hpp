@@ -127,6 +127,9 @@ class Engine {
     std::uint64_t value = 0;  // 0 until taken
   };
   std::uint64_t take_revision(Op& tx, WriteRevision& revision);
+  // The live key `key` at `now` (null if none); `probe` receives find(key).
+  const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
+                                    Store::Probe& probe);
   // The body of put(), under the lock. `found`, if given, is find(key) taken
   // under this lock with nothing written since.
   Result<PutResult> put_locked(Op& tx, std::int64_t now, std::string_view key,

@@ -25,6 +25,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
       return std::move(repaired).error();
   }
   std::optional<Result<T>> result;
+  bool undone = false;  // something was rolled back
   try {
     std::int64_t t = now();
     if (store_.journal().intent_kind != segment::kIntentNone) finish_intent(tx, t);
@@ -33,22 +34,26 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
     if (result->ok()) {
       tx.commit();
     } else {
+      undone = true;
       tx.rollback();
     }
   } catch (segment::TxAbort& abort) {
+    undone = true;
     tx.rollback();
     result.emplace(Error{abort.code, std::move(abort.message)});
   } catch (...) {
     // Out of memory building a result: undo, and never leave the lock held.
+    undone = true;
     tx.rollback();
     result.reset();
   }
   try {
     epilogue(tx);
   } catch (...) {
+    undone = true;
     tx.rollback();  // its work is left for a later operation
   }
-  settle_ring();
+  if (undone) settle_ring();
   // A death here, committed but still holding the lock, must leave "after".
   segment::crash::step();
   segment::unlock(*control_);

@@ -162,17 +162,10 @@ void Store::skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::u
   KeySlotHeader& k = this->key(slot);
   std::uint32_t level = level_for(hash);
   if (level > state_->skip_level) tx.set(state_->skip_level, level);
-  if (tx.freed_since_commit) {
-    // Perhaps a slot this transaction freed (insert_key): undo its links too.
-    tx.set(k.level, level);
-    for (std::uint32_t l = 0; l < level; ++l) tx.set(k.forward[l], forward(update[l], l));
-    tx.set(k.back, update[0]);
-  } else {
-    // The node is fresh: its own links need no undo record.
-    k.level = level;
-    for (std::uint32_t l = 0; l < level; ++l) k.forward[l] = forward(update[l], l);
-    k.back = update[0];
-  }
+  // The new node's own links: a slot just taken (insert_key).
+  tx.init(k.level, level);
+  for (std::uint32_t l = 0; l < level; ++l) tx.init(k.forward[l], forward(update[l], l));
+  tx.init(k.back, update[0]);
   if (k.forward[0] != kNone) tx.set(this->key(k.forward[0]).back, slot);
   for (std::uint32_t l = 0; l < level; ++l) tx.set(forward(update[l], l), slot);
 }
@@ -230,31 +223,16 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   }
   KeySlotHeader& k = this->key(slot);
   tx.set(k.used, kKeyLive);
-  if (tx.freed_since_commit) {
-    // Perhaps freed by this very transaction (a transaction that deletes,
-    // then puts): its old body must come back if it is undone.
-    tx.set(k.lease_id, std::uint64_t{0});
-    tx.set(k.create_revision, revision);
-    tx.set(k.mod_revision, revision);
-    tx.set(k.version, std::uint64_t{1});
-    tx.set(k.key_len, static_cast<std::uint32_t>(key.size()));
-    tx.set(k.value_len, 0u);
-    tx.set(k.lease_prev, kNone);
-    tx.set(k.lease_next, kNone);
-    tx.write_bytes(key_data(k), key.data(), key.size());
-  } else {
-    // A fresh slot, free when the transaction began: its body needs no undo
-    // records (docs/segment.md).
-    k.lease_id = 0;
-    k.create_revision = revision;
-    k.mod_revision = revision;
-    k.version = 1;
-    k.key_len = static_cast<std::uint32_t>(key.size());
-    k.value_len = 0;
-    k.lease_prev = kNone;
-    k.lease_next = kNone;
-    std::memcpy(key_data(k), key.data(), key.size());
-  }
+  // A slot from the free list: its body is written through init (journal.hpp).
+  tx.init(k.lease_id, std::uint64_t{0});
+  tx.init(k.create_revision, revision);
+  tx.init(k.mod_revision, revision);
+  tx.init(k.version, std::uint64_t{1});
+  tx.init(k.key_len, static_cast<std::uint32_t>(key.size()));
+  tx.init(k.value_len, 0u);
+  tx.init(k.lease_prev, kNone);
+  tx.init(k.lease_next, kNone);
+  tx.init_bytes(key_data(k), key.data(), key.size());
   tx.set(st.key_count, st.key_count + 1);
   tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
   skip_insert(tx, slot, key, probe.hash32);

@@ -81,14 +81,8 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
       return Error{Errc::no_space,
                    "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
     KeySlotHeader& k = store_.key(slot);
-    if (tx.freed_since_commit) {
-      // The slot may be one this transaction freed (insert_key).
-      tx.write_bytes(store_.value_data(k), value.data(), value.size());
-      tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
-    } else {
-      if (!value.empty()) std::memcpy(store_.value_data(k), value.data(), value.size());  // fresh
-      k.value_len = static_cast<std::uint32_t>(value.size());
-    }
+    tx.init_bytes(store_.value_data(k), value.data(), value.size());  // a slot just taken
+    tx.init(k.value_len, static_cast<std::uint32_t>(value.size()));
   } else {
     KeySlotHeader& k = store_.key(slot);
     if (!exists) {
@@ -175,12 +169,20 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   return n;
 }
 
+const KeySlotHeader* Engine::find_visible(Op& tx, std::int64_t now, std::string_view key,
+                                          Store::Probe& probe) {
+  probe = store_.find(key);
+  if (probe.slot == kNone) return nullptr;
+  const KeySlotHeader& k = store_.key(probe.slot);
+  return store_.key_visible(k, now, tx.noticed) ? &k : nullptr;
+}
+
 bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
                                WriteRevision& revision) {
-  Store::Probe probe = store_.find(key);
-  if (probe.slot == kNone || !store_.key_visible(store_.key(probe.slot), now, tx.noticed)) return false;
-  emit(tx, segment::kEventDelete, segment::kReasonDeleted, store_.key(probe.slot),
-       take_revision(tx, revision));
+  Store::Probe probe;
+  const KeySlotHeader* k = find_visible(tx, now, key, probe);
+  if (k == nullptr) return false;
+  emit(tx, segment::kEventDelete, segment::kReasonDeleted, *k, take_revision(tx, revision));
   note_key_hash(tx, probe.hash32);
   store_.vacate_key(tx, probe.slot);
   return true;

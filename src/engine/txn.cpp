@@ -97,9 +97,7 @@ Result<void> Engine::check_txn(const Txn& txn) const {
 }
 
 bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
-  probe = store_.find(c.key);
-  const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
-  if (k != nullptr && !store_.key_visible(*k, now, tx.noticed)) k = nullptr;
+  const KeySlotHeader* k = find_visible(tx, now, c.key, probe);
   switch (c.target) {
     case CompareTarget::value: {
       if (k == nullptr) return false;  // as etcd: a missing key's value compares to nothing
@@ -155,10 +153,10 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
             break;
           }
           case Kind::get: {
-            Store::Probe probe = store_.find(op.key);
-            if (probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now, tx.noticed)) {
+            Store::Probe probe;
+            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe)) {
               if (r.kvs.empty()) r.kvs.emplace_back();
-              fill(store_.key(probe.slot), r.kvs[0], !op.options.keys_only);
+              fill(*k, r.kvs[0], !op.options.keys_only);
               kept = 1;
             }
             break;

@@ -74,10 +74,28 @@ class Tx {
     std::memcpy(dst, src, n);
   }
 
+  // Writes a field of a slot just taken from a free list. A slot free when the
+  // transaction began needs no undo record (nobody reads it, and undoing the
+  // take frees it again; docs/segment.md); one this transaction freed may be
+  // the one taken, and its old contents must come back if it is undone.
+  template <typename T>
+  void init(T& field, const T& value) {
+    if (freed_since_commit) {
+      set(field, value);
+    } else {
+      field = value;
+    }
+  }
+  void init_bytes(void* dst, const void* src, std::size_t n) {
+    if (freed_since_commit) {
+      write_bytes(dst, src, n);
+    } else if (n != 0) {
+      std::memcpy(dst, src, n);
+    }
+  }
+
   bool empty() const noexcept { return used_ == 0; }
-  // A slot taken from a free list may be written without undo records only if
-  // it was free when the transaction began (docs/segment.md): set when this
-  // transaction frees one, until it commits or rolls back.
+  // Set when this transaction frees a slot, until it commits or rolls back.
   bool freed_since_commit = false;
   void commit() noexcept;
   // Undoes everything since the last commit (an aborted operation).
