@@ -20,13 +20,16 @@ Result<void> Mutex::lock(std::chrono::nanoseconds timeout) {
 
 Result<bool> Mutex::try_lock() {
   Client& client = session_.client();
-  auto where = coordination::join(client, name_, key_, "", session_.lease(), join_, joined_);
-  if (!where) return std::move(where).error();
-  if (!where->head) {
-    coordination::leave(client, key_, where->created);  // no key to block the queue
+  coordination::Place where;
+  if (auto joined = coordination::join(client, name_, key_, "", session_.lease(), join_, joined_,
+                                       where);
+      !joined)
+    return std::move(joined).error();
+  if (!where.head) {
+    coordination::leave(client, key_, where.created);  // no key to block the queue
     return false;
   }
-  token_ = where->created;
+  token_ = where.created;
   return true;
 }
 

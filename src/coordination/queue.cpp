@@ -18,11 +18,13 @@ bool is_contender(std::string_view key, std::size_t prefix_size) {
   return true;
 }
 
-Result<void> check_under(std::string_view name, std::string_view key) {
-  if (key.size() <= name.size() || !key.starts_with(name) || key[name.size()] != '/')
-    return Error{Errc::invalid_argument,
-                 "key " + std::string(key) + " is not under " + std::string(name) + "/"};
-  return {};
+bool is_under(std::string_view name, std::string_view key) {
+  return key.size() > name.size() && key[name.size()] == '/' && key.starts_with(name);
+}
+
+Error not_under(std::string_view name, std::string_view key) {
+  return Error{Errc::invalid_argument,
+               "key " + std::string(key) + " is not under " + std::string(name) + "/"};
 }
 
 // Keys looked at by the first read when walking the queue from one end: one
@@ -101,52 +103,59 @@ std::string contender_key(std::string_view name, LeaseId lease) {
   return prefix_of(name) + lease.to_string();
 }
 
-Result<Place> join(Client& client, std::string_view name, const std::string& key,
-                   std::string_view value, LeaseId lease) {
-  Txn txn;
-  TxnResult result;
-  return join(client, name, key, value, lease, txn, result);
-}
-
-Result<Place> join(Client& client, std::string_view name, const std::string& key,
-                   std::string_view value, LeaseId lease, Txn& txn, TxnResult& result) {
-  if (auto bad = check_under(name, key); !bad) return std::move(bad).error();
+Result<void> join(Client& client, std::string_view name, const std::string& key,
+                  std::string_view value, LeaseId lease, Txn& txn, TxnResult& result,
+                  Place& where) {
   const std::size_t prefix_size = name.size() + 1;
   // As etcd's concurrency.Mutex: put our key unless it is there, and read the
   // newest keys under the name, ours first, in the same step. Built once for
-  // a contender, then only its value changes.
-  if (txn.success.size() != 2 || txn.success[0].key != key || txn.success[0].lease != lease) {
+  // a contender (its key checked then), then only its value changes.
+  TxnOp* put = txn.success.size() == 2 && txn.success[1].key.size() == prefix_size
+                   ? &txn.success[0]
+                   : nullptr;
+  if (put == nullptr || put->lease != lease || put->key != key) {
+    if (!is_under(name, key)) return not_under(name, key);
     txn = Txn()
               .when(Compare::create_revision(key) == 0)
               .then(TxnOp::put(key, std::string(value), lease))
               .then(TxnOp::range(prefix_of(name), newest_first(0)));
-  } else {
-    txn.success[0].value.assign(value);
+  } else if (put->value != value) {
+    put->value.assign(value);
   }
-  if (auto done = client.txn(txn, result); !done) return std::move(done).error();
+  if (auto done = client.txn(txn, result); !done) return done;
   if (!result.succeeded)
     return Error{Errc::already_exists,
                  key + " is taken: one session holds or waits for a name once at a time"};
   const TxnOpResult& page = result.results[1];
-  // Ours is the newest key under the name: it was created at this revision.
-  // If it is not there, its lease ended as it was put (a keep-alive that
-  // found it past its deadline, without the lock).
-  if (page.kvs.empty() || page.kvs[0].key != key ||
-      page.kvs[0].create_revision != result.revision)
+  // Ours is the newest key under the name: the only one this transaction,
+  // which wrote ours alone, created. If it is not there, its lease ended as
+  // it was put (a keep-alive that found it past its deadline, without the lock).
+  if (page.kvs.empty() || page.kvs[0].create_revision != result.revision)
     return Error{Errc::lease_lost, "the lease of " + key + " ended as it was put"};
-  Place where;
   where.present = true;
   where.created = result.revision;
   where.own_mod_revision = result.revision;
   where.head = true;
+  where.predecessor.clear();
+  where.predecessor_mod_revision = 0;
   std::uint64_t below = where.created;
   if (!take_predecessor(page, 1, prefix_size, where, below)) {
     if (auto found = find_predecessor(client, name, key, where, below); !found) {
       // Our key is in the queue: leave no key that would block those behind.
       leave(client, key, where.created);
-      return std::move(found).error();
+      return found;
     }
   }
+  return {};
+}
+
+Result<Place> join(Client& client, std::string_view name, const std::string& key,
+                   std::string_view value, LeaseId lease) {
+  Txn txn;
+  TxnResult result;
+  Place where;
+  if (auto joined = join(client, name, key, value, lease, txn, result, where); !joined)
+    return std::move(joined).error();
   return where;
 }
 
@@ -159,7 +168,7 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
 
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
                     std::uint64_t created, Txn& txn, TxnResult& result) {
-  if (auto bad = check_under(name, key); !bad) return std::move(bad).error();
+  if (!is_under(name, key)) return not_under(name, key);
   const std::size_t prefix_size = name.size() + 1;
   Place where;
   where.created = created;
@@ -192,13 +201,6 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
     if (!found) return std::move(found).error();
   }
   return where;
-}
-
-Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
-                           Place where, std::chrono::steady_clock::time_point deadline) {
-  Txn txn;
-  TxnResult result;
-  return wait_for_head(client, name, key, std::move(where), deadline, txn, result);
 }
 
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
@@ -243,12 +245,13 @@ Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const
                                     std::string_view value, LeaseId lease,
                                     std::chrono::nanoseconds timeout, Txn& txn,
                                     TxnResult& result, Txn& look, TxnResult& looked) {
-  auto joined = join(client, name, key, value, lease, txn, result);
-  if (!joined) return std::move(joined).error();
-  const std::uint64_t created = joined->created;
-  if (joined->head) return created;  // uncontended: no clock read, no second look
-  auto turn = wait_for_head(client, name, key, std::move(*joined), deadline_after(timeout), look,
-                            looked);
+  Place where;
+  if (auto joined = join(client, name, key, value, lease, txn, result, where); !joined)
+    return std::move(joined).error();
+  const std::uint64_t created = where.created;
+  if (where.head) return created;  // uncontended: no clock read, no second look
+  auto turn =
+      wait_for_head(client, name, key, std::move(where), deadline_after(timeout), look, looked);
   if (!turn) {
     leave(client, key, created);
     return std::move(turn).error();

@@ -26,16 +26,18 @@ struct Place {
   std::uint64_t predecessor_mod_revision = 0;
 };
 
-// Puts our key (value, under the lease) and finds our place, in one step.
-// Errc::already_exists if the key is there: one session holds or waits for a
-// name through one object at a time, never two sharing a key (they would
-// both think they hold it).
+// Puts our key (value, under the lease) and finds our place, in one step,
+// into `where`. Errc::already_exists if the key is there: one session holds
+// or waits for a name through one object at a time, never two sharing a key
+// (they would both think they hold it). The transaction is built in `txn`
+// (kept from one call to the next by the same contender, it is reused) and
+// read from `result`.
+Result<void> join(Client& client, std::string_view name, const std::string& key,
+                  std::string_view value, LeaseId lease, Txn& txn, TxnResult& result,
+                  Place& where);
+// The same, with a transaction of its own.
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease);
-// The same, building its transaction in `txn` (kept from one call to the next
-// by the same contender, it is reused) and its result in `result`.
-Result<Place> join(Client& client, std::string_view name, const std::string& key,
-                   std::string_view value, LeaseId lease, Txn& txn, TxnResult& result);
 
 // Where `key` (created at `created`) stands under `name`. O(keys under the name).
 Result<Place> place(Client& client, std::string_view name, const std::string& key,
@@ -47,10 +49,8 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
 
 // From `where` (our place as last seen), waits until `key` is at the head,
 // or `deadline` (steady clock) passes: Errc::timed_out. Errc::lease_lost if
-// our key vanished (the lease ended).
-Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
-                           Place where, std::chrono::steady_clock::time_point deadline);
-// The same, each look built in `txn` and read into `result` (reused).
+// our key vanished (the lease ended). Each look is built in `txn` and read
+// into `result` (reused).
 Result<void> wait_for_head(Client& client, std::string_view name, const std::string& key,
                            Place where, std::chrono::steady_clock::time_point deadline, Txn& txn,
                            TxnResult& result);

@@ -41,22 +41,18 @@ Error Engine::lease_error(LeaseLookup lookup, LeaseId id) const {
   return {Errc::not_found, lease_text(id) + " not found"};
 }
 
-Result<void> Engine::check_key(std::string_view key) const {
+Error Engine::key_error(std::string_view key) const {
   if (key.empty()) return Error{Errc::invalid_argument, "key is empty"};
-  if (key.size() > layout_.caps.max_key_bytes)
-    return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
-                                      " bytes; this segment allows " +
-                                      std::to_string(layout_.caps.max_key_bytes)};
-  return {};
+  return Error{Errc::too_large, "key is " + std::to_string(key.size()) +
+                                    " bytes; this segment allows " +
+                                    std::to_string(layout_.caps.max_key_bytes)};
 }
 
-Result<void> Engine::check_put(std::string_view key, std::string_view value) const {
-  if (auto bad = check_key(key); !bad) return bad;
-  if (value.size() > layout_.caps.max_value_bytes)
-    return Error{Errc::too_large, "value is " + std::to_string(value.size()) +
-                                      " bytes; this segment allows " +
-                                      std::to_string(layout_.caps.max_value_bytes)};
-  return {};
+Error Engine::put_error(std::string_view key, std::string_view value) const {
+  if (!key_ok(key)) return key_error(key);
+  return Error{Errc::too_large, "value is " + std::to_string(value.size()) +
+                                    " bytes; this segment allows " +
+                                    std::to_string(layout_.caps.max_value_bytes)};
 }
 
 Result<LeaseId> Engine::grant(std::chrono::nanoseconds ttl, const GrantOptions& options) {

@@ -116,10 +116,29 @@ class Engine {
   Result<void> recover_or_poison(Op& tx);
   // keep_alive without the lost-segment check.
   Result<std::chrono::nanoseconds> renew(LeaseId id);
-  // A key the segment accepts (not empty, not too long), or why not.
-  Result<void> check_key(std::string_view key) const;
+  // A key the segment accepts (not empty, not too long), or why not. The
+  // tests are inline and the reasons out of line: a good key costs two
+  // comparisons.
+  bool key_ok(std::string_view key) const noexcept {
+    return !key.empty() && key.size() <= layout_.caps.max_key_bytes;
+  }
+  bool put_ok(std::string_view key, std::string_view value) const noexcept {
+    return key_ok(key) && value.size() <= layout_.caps.max_value_bytes;
+  }
+  Result<void> check_key(std::string_view key) const {
+    if (key_ok(key)) [[likely]]
+      return {};
+    return key_error(key);
+  }
   // A key and value put() accepts, or why not.
-  Result<void> check_put(std::string_view key, std::string_view value) const;
+  Result<void> check_put(std::string_view key, std::string_view value) const {
+    if (put_ok(key, value)) [[likely]]
+      return {};
+    return put_error(key, value);
+  }
+  // REQUIRES: !key_ok(key), !put_ok(key, value).
+  Error key_error(std::string_view key) const;
+  Error put_error(std::string_view key, std::string_view value) const;
   // The revision every write of one operation shares: taken (the store's
   // revision + 1) at its first write, so that an operation that changes
   // nothing takes none.
@@ -127,11 +146,13 @@ class Engine {
     std::uint64_t value = 0;  // 0 until taken
   };
   std::uint64_t take_revision(Op& tx, WriteRevision& revision);
-  // The live key `key` at `now` (null if none); `probe` receives find(key).
+  // The live key `key` at `now` (null if none); `probe` receives find(key),
+  // or `known`, if given: find(key) taken under this lock with no key added
+  // to or removed from the index since (Store::index_changes).
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
-                                    Store::Probe& probe);
-  // The body of put(), under the lock. `found`, if given, is find(key) taken
-  // under this lock with nothing written since.
+                                    Store::Probe& probe, const Store::Probe* known = nullptr);
+  // The body of put(), under the lock. `found`, if given, is find(key) as
+  // find_visible's `known` is.
   Result<PutResult> put_locked(Op& tx, std::int64_t now, std::string_view key,
                                std::string_view value, const Put& options,
                                WriteRevision& revision, const Store::Probe* found = nullptr);
@@ -140,13 +161,18 @@ class Engine {
   std::size_t range_locked(Op& tx, std::int64_t now, std::string_view prefix, const RangeOptions& options,
                            std::vector<KeyValue>& out, bool& more);
   // Deletes the live key (vacating its slot) at `revision`; whether it lived.
-  bool delete_key_locked(Op& tx, std::int64_t now, std::string_view key, WriteRevision& revision);
+  // `known` as find_visible's.
+  bool delete_key_locked(Op& tx, std::int64_t now, std::string_view key, WriteRevision& revision,
+                         const Store::Probe* known = nullptr);
   // Deletes every live key under `prefix` at `revision`, in this transaction;
   // returns how many.
   std::uint64_t delete_prefix_locked(Op& tx, std::int64_t now, std::string_view prefix,
                                      WriteRevision& revision);
   // txn.cpp: the checks made before the lock, and a compare under it.
   Result<void> check_txn(const Txn& txn) const;
+  bool op_ok(const TxnOp& op) const noexcept;
+  Error op_error(const TxnOp& op) const;  // REQUIRES: !op_ok(op)
+  static const TxnOp* written_twice(const std::vector<TxnOp>& branch);
   // `probe` receives find(compare.key).
   bool compare_holds(Op& tx, const Compare& compare, std::int64_t now, Store::Probe& probe);
   std::uint64_t max_txn_bytes() const;
@@ -181,6 +207,7 @@ class Engine {
   void wake_janitor_now(segment::Channel& channel);
   void wake_noted(Wakeups& noted);
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
+  segment::EventSlotHeader& ring_slot(std::uint64_t slot) const;  // slot < max_events
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;

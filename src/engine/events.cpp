@@ -12,7 +12,10 @@
 namespace zaris::engine {
 
 segment::EventSlotHeader& Engine::event_slot(std::uint64_t index) const {
-  std::uint64_t slot = index % layout_.caps.max_events;
+  return ring_slot(index % layout_.caps.max_events);
+}
+
+segment::EventSlotHeader& Engine::ring_slot(std::uint64_t slot) const {
   return *reinterpret_cast<segment::EventSlotHeader*>(
       mapping_->base() + layout_.event_slots_offset + slot * layout_.event_slot_bytes);
 }
@@ -29,9 +32,10 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   segment::EventRingHeader& ring = *ring_;
   const std::uint64_t capacity = layout_.caps.max_events;
   const std::uint64_t index = ring.head;
-  if (index > 0 && event_slot(index - 1).revision > revision)
+  const std::uint64_t slot = index % capacity;  // one division: the previous slot is beside it
+  if (index > 0 && ring_slot(slot == 0 ? capacity - 1 : slot - 1).revision > revision)
     abort_corrupt("an event would go out of revision order");
-  segment::EventSlotHeader& e = event_slot(index);
+  segment::EventSlotHeader& e = ring_slot(slot);
   if (index >= capacity) {
     // The slot holds event index - capacity: give it up first. Not
     // journaled: a rollback may cost history, never falsify it. A slot that

@@ -30,12 +30,11 @@ std::uint64_t mix(std::uint64_t h) {
   return h;
 }
 
-}  // namespace
-
-std::uint32_t Store::hash32(std::string_view key) const noexcept {
-  // One multiply per 8 bytes, one full mix at the end; seeded per segment.
+// One multiply per 8 bytes, one full mix at the end; seeded per segment.
+// Inline here, so that find() has no call to make.
+inline std::uint32_t hash_bytes(std::uint64_t seed, std::string_view key) noexcept {
   constexpr std::uint64_t kOdd = 0x9E3779B97F4A7C15ULL;
-  std::uint64_t h = hash_seed_ ^ (key.size() * kOdd);
+  std::uint64_t h = seed ^ (key.size() * kOdd);
   const char* p = key.data();
   std::size_t n = key.size();
   for (; n >= 8; n -= 8, p += 8) {
@@ -44,11 +43,22 @@ std::uint32_t Store::hash32(std::string_view key) const noexcept {
   }
   if (n > 0) {
     std::uint64_t tail = 0;
-    std::memcpy(&tail, p, n);
+    if (std::endian::native == std::endian::little && key.size() >= 8) {
+      // The same as the copy below: the last 8 bytes, shifted down to the n.
+      tail = load64(p + n - 8) >> (8 * (8 - n));
+    } else {
+      std::memcpy(&tail, p, n);
+    }
     h = (h ^ tail) * kOdd;
   }
   h = mix(h);
   return static_cast<std::uint32_t>(h ^ (h >> 32));
+}
+
+}  // namespace
+
+std::uint32_t Store::hash32(std::string_view key) const noexcept {
+  return hash_bytes(hash_seed_, key);
 }
 
 std::uint32_t Store::level_for(std::uint32_t hash) const noexcept {
@@ -84,7 +94,7 @@ bool Store::key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& notic
 
 Store::Probe Store::find(std::string_view key) const {
   Probe probe;
-  probe.hash32 = hash32(key);
+  probe.hash32 = hash_bytes(hash_seed_, key);
   const std::uint64_t mask = layout_->bucket_count - 1;
   std::uint64_t i = probe.hash32 & mask;
   for (std::uint64_t n = 0; n < layout_->bucket_count; ++n, i = (i + 1) & mask) {
@@ -203,6 +213,7 @@ void Store::hash_remove(Tx& tx, std::uint64_t bucket) {
     hole = j;
   }
   tx.set(buckets_[hole], std::uint64_t{0});
+  ++index_changes_;
 }
 
 std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key,
@@ -234,6 +245,7 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   tx.init(k.lease_next, kNone);
   tx.init_bytes(key_data(k), key.data(), key.size());
   tx.set(st.key_count, st.key_count + 1);
+  ++index_changes_;
   tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
   skip_insert(tx, slot, key, probe.hash32);
   return slot;

@@ -10,12 +10,24 @@
 
 namespace zaris::engine {
 
+namespace {
+
+// Copies `bytes` into `out`, in place when the sizes match: a result reused
+// for the same keys (a lock's queue, read again and again) costs one copy.
+void copy_into(std::string& out, std::string_view bytes) {
+  if (out.size() == bytes.size()) {
+    if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  } else {
+    out.assign(bytes.data(), bytes.size());
+  }
+}
+
+}  // namespace
+
 void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
-  std::string_view name = store_.key_bytes(k);
-  out.key.assign(name.data(), name.size());
+  copy_into(out.key, store_.key_bytes(k));
   if (with_value) {
-    std::string_view value = store_.value_bytes(k);
-    out.value.assign(value.data(), value.size());
+    copy_into(out.value, store_.value_bytes(k));
   } else {
     out.value.clear();
   }
@@ -45,7 +57,12 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   }
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
-  bool exists = probe.slot != kNone && store_.key_visible(store_.key(probe.slot), now, tx.noticed);
+  // Judged once per operation: a compare that found the key alive at `now`
+  // and the put that follows it see the same key.
+  const bool exists =
+      probe.slot != kNone && (probe.live >= 0 ? probe.live != 0
+                                              : store_.key_visible(store_.key(probe.slot), now,
+                                                                   tx.noticed));
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
@@ -121,9 +138,12 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   const bool by_key = options.order == RangeOrder::key;
   // By create revision: {revision, slot} of every match, on the stack for the
   // few keys a lock's name holds.
-  using Match = std::pair<std::uint64_t, std::uint32_t>;
+  struct Match {
+    std::uint64_t created;
+    std::uint32_t slot;
+  };
   constexpr std::size_t kInline = 16;
-  Match inline_found[kInline];
+  Match inline_found[kInline];  // left uninitialised: only [0, count) is read
   std::vector<Match> spilled;
   std::size_t count = 0;
   // A range over keys this operation just put under (a lock's queue): walk
@@ -136,13 +156,16 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   }
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (k.create_revision < min_created || k.create_revision > max_created) return true;
-    if (!store_.key_visible(k, now, tx.noticed)) return true;
+    // The key this operation just put: its lease was found live at `now`
+    // (a transaction checks again that no keep-alive sealed it since).
+    if (s == tx.put_slot ? k.used != segment::kKeyLive : !store_.key_visible(k, now, tx.noticed))
+      return true;
     if (!by_key) {
       if (count < kInline) {
         inline_found[count] = {k.create_revision, s};
       } else {
         if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
-        spilled.emplace_back(k.create_revision, s);
+        spilled.push_back({k.create_revision, s});
       }
       ++count;
       return true;
@@ -158,29 +181,36 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   Match* found = spilled.empty() ? inline_found : spilled.data();
   const std::size_t kept = options.limit != 0 && count > options.limit ? options.limit : count;
   more = kept < count;
-  auto oldest_first = [](const Match& a, const Match& b) { return a.first < b.first; };
-  auto newest_first = [](const Match& a, const Match& b) { return a.first > b.first; };
-  if (options.order == RangeOrder::create_revision_ascending) {
-    std::partial_sort(found, found + kept, found + count, oldest_first);
+  // The few matches that fit on the stack (a lock's queue) sort by insertion;
+  // more, only as far as the limit keeps them.
+  const bool newest = options.order == RangeOrder::create_revision_descending;
+  auto before = [newest](const Match& a, const Match& b) {
+    return newest ? a.created > b.created : a.created < b.created;
+  };
+  if (count <= kInline) {
+    for (std::size_t i = 1; i < count; ++i)
+      for (std::size_t j = i; j > 0 && before(found[j], found[j - 1]); --j)
+        std::swap(found[j], found[j - 1]);
   } else {
-    std::partial_sort(found, found + kept, found + count, newest_first);
+    std::partial_sort(found, found + kept, found + count, before);
   }
-  for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].second));
+  for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].slot));
   return n;
 }
 
 const KeySlotHeader* Engine::find_visible(Op& tx, std::int64_t now, std::string_view key,
-                                          Store::Probe& probe) {
-  probe = store_.find(key);
+                                          Store::Probe& probe, const Store::Probe* known) {
+  probe = known != nullptr ? *known : store_.find(key);
   if (probe.slot == kNone) return nullptr;
   const KeySlotHeader& k = store_.key(probe.slot);
-  return store_.key_visible(k, now, tx.noticed) ? &k : nullptr;
+  if (probe.live < 0) probe.live = store_.key_visible(k, now, tx.noticed) ? 1 : 0;
+  return probe.live != 0 ? &k : nullptr;
 }
 
 bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
-                               WriteRevision& revision) {
+                               WriteRevision& revision, const Store::Probe* known) {
   Store::Probe probe;
-  const KeySlotHeader* k = find_visible(tx, now, key, probe);
+  const KeySlotHeader* k = find_visible(tx, now, key, probe, known);
   if (k == nullptr) return false;
   emit(tx, segment::kEventDelete, segment::kReasonDeleted, *k, take_revision(tx, revision));
   note_key_hash(tx, probe.hash32);

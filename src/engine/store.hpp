@@ -74,6 +74,18 @@ class Store {
   // past its deadline is sealed DEAD. Sets `slot` when the id matches a slot.
   LeaseLookup lookup_lease(std::uint64_t id, std::int64_t now, std::uint32_t& slot,
                            Noticed& noticed) const;
+  // Whether lease `id`, found live at `now` earlier in this operation, still
+  // is: its slot still holds it and no keep-alive has sealed its deadline
+  // word since. One load of each word; an owner that died in between ends the
+  // lease as if it had died just after the operation.
+  bool still_unsealed(std::uint64_t id, std::int64_t now) const noexcept {
+    const std::uint32_t s = lease_slot_of(id);
+    if (s >= layout_->caps.max_leases) return false;
+    const LeaseSlot& l = leases_[s];
+    if (l.id.load(std::memory_order_acquire) != id) return false;
+    const std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
+    return d < segment::kDeadlineStates && d > static_cast<std::uint64_t>(now);
+  }
   // True if the allocated lease in `slot` is live at `now` (seals it if not).
   // A dead owner it meets is added to `noticed`.
   bool lease_live(LeaseSlot& lease, std::int64_t now, Noticed& noticed) const;
@@ -139,8 +151,15 @@ class Store {
     std::uint32_t slot = kNone;  // the key's slot, or kNone
     std::uint64_t bucket = 0;    // where it is, or the empty bucket to insert at
     std::uint32_t hash32 = 0;
+    // The engine's verdict, once it judged it (find_visible): whether the key
+    // in `slot` lived at its operation's instant. -1: not judged.
+    std::int8_t live = -1;
   };
   Probe find(std::string_view key) const;
+  // Counts the keys this process added to or removed from the hash index: a
+  // Probe taken when it read n stays right while it reads n (a key's slot
+  // keeps its place while it is rewritten, deleted to vacant or revived).
+  std::uint64_t index_changes() const noexcept { return index_changes_; }
   // Adds a new key at probe.bucket; returns its slot, kNone when the table is full.
   std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key,
                            std::uint64_t revision);
@@ -180,7 +199,8 @@ class Store {
       if (++steps > layout_->caps.max_keys) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       KeySlotHeader& k = key(s);
-      if (!key_bytes(k).starts_with(prefix)) return;
+      // (`start` is under it: first_under() found it so.)
+      if ((steps > 1 || s != start) && !key_bytes(k).starts_with(prefix)) return;
       const std::uint32_t next = next_key(s);
       if (!fn(s, k)) return;
       s = next;
@@ -218,6 +238,7 @@ class Store {
   ProcessSlot* processes_;
   std::uint64_t slot_mask_;
   std::uint64_t hash_seed_;
+  std::uint64_t index_changes_ = 0;
 };
 
 // The futex word of a registration's liveness mutex (glibc's `__lock`).

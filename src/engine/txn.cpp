@@ -14,6 +14,9 @@ namespace {
 
 using Kind = TxnOp::Kind;
 
+// The compares whose lookups a transaction keeps for its operations.
+constexpr std::size_t kKnownProbes = 8;
+
 bool is_write(Kind kind) {
   return kind == Kind::put || kind == Kind::del || kind == Kind::del_prefix;
 }
@@ -21,6 +24,12 @@ bool is_write(Kind kind) {
 // Whether a delete (of one key, or of a prefix) removes `key`.
 bool deletes(const TxnOp& del, std::string_view key) {
   return del.kind == Kind::del ? del.key == key : key.starts_with(del.key);
+}
+
+// Keys in one transaction often share a prefix and differ at the end: look
+// there first.
+bool same_key(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && (a.empty() || a.back() == b.back()) && a == b;
 }
 
 Error invalid(std::string what) {
@@ -44,56 +53,82 @@ std::uint64_t Engine::max_txn_bytes() const {
   return 32 * 1024 + std::uint64_t{layout_.caps.max_key_bytes} + layout_.caps.max_value_bytes;
 }
 
+// One operation's own rules (the branch's come after): every key it names is
+// one the segment accepts, a put's value too, and its kind and order known.
+bool Engine::op_ok(const TxnOp& op) const noexcept {
+  switch (op.kind) {
+    case Kind::put: return put_ok(op.key, op.value);
+    case Kind::get:
+    case Kind::del: return key_ok(op.key);
+    case Kind::range: return op.options.order <= RangeOrder::create_revision_descending;
+    case Kind::del_prefix: return true;
+  }
+  return false;
+}
+
+Error Engine::op_error(const TxnOp& op) const {
+  switch (op.kind) {
+    case Kind::put: return put_error(op.key, op.value);
+    case Kind::get:
+    case Kind::del: return key_error(op.key);
+    case Kind::range: return invalid("range: unknown order");
+    case Kind::del_prefix: break;
+  }
+  return invalid("unknown transaction operation");
+}
+
 Result<void> Engine::check_txn(const Txn& txn) const {
   if (txn.compares.size() > kMaxTxnOps || txn.success.size() > kMaxTxnOps ||
-      txn.failure.size() > kMaxTxnOps)
+      txn.failure.size() > kMaxTxnOps) [[unlikely]]
     return invalid("a transaction holds at most " + std::to_string(kMaxTxnOps) +
                    " compares and " + std::to_string(kMaxTxnOps) + " operations per branch");
   for (const Compare& c : txn.compares) {
-    if (auto bad = check_key(c.key); !bad) return invalid("compare: " + bad.error().message);
-    if (c.target > CompareTarget::lease) return invalid("compare: unknown target");
-    if (c.op > CompareOp::greater) return invalid("compare: unknown operator");
+    if (!key_ok(c.key)) [[unlikely]]
+      return invalid("compare: " + key_error(c.key).message);
+    if (c.target > CompareTarget::lease) [[unlikely]]
+      return invalid("compare: unknown target");
+    if (c.op > CompareOp::greater) [[unlikely]]
+      return invalid("compare: unknown operator");
   }
   for (const std::vector<TxnOp>* branch : {&txn.success, &txn.failure}) {
     std::uint64_t bytes = 0;
     std::size_t writes = 0;
     for (const TxnOp& op : *branch) {
-      switch (op.kind) {
-        case Kind::put:
-          if (auto bad = check_put(op.key, op.value); !bad) return bad;
-          bytes += op.key.size() + op.value.size();
-          break;
-        case Kind::get:
-        case Kind::del:
-          if (auto bad = check_key(op.key); !bad) return bad;
-          break;
-        case Kind::range:
-          if (op.options.order > RangeOrder::create_revision_descending)
-            return invalid("range: unknown order");
-          break;
-        case Kind::del_prefix: break;
-        default: return invalid("unknown transaction operation");
-      }
-      if (is_write(op.kind)) ++writes;
+      if (!op_ok(op)) [[unlikely]]
+        return op_error(op);
+      if (op.kind == Kind::put) bytes += op.key.size() + op.value.size();
+      writes += is_write(op.kind) ? 1 : 0;
     }
-    // etcd's rule: a key is put at most once, and not also deleted.
-    for (std::size_t i = 0; writes > 1 && i < branch->size(); ++i) {
-      const TxnOp& op = (*branch)[i];
-      if (op.kind != Kind::put) continue;
-      for (std::size_t j = 0; j < branch->size(); ++j) {
-        const TxnOp& other = (*branch)[j];
-        if (j == i || !is_write(other.kind)) continue;
-        if ((other.kind == Kind::put && j < i && other.key == op.key) ||
-            (other.kind != Kind::put && deletes(other, op.key)))
-          return invalid("key " + op.key + " is written twice in one transaction branch");
-      }
+    if (writes > 1) {
+      if (const TxnOp* twice = written_twice(*branch)) [[unlikely]]
+        return invalid("key " + twice->key + " is written twice in one transaction branch");
     }
-    if (bytes > max_txn_bytes())
+    if (bytes > max_txn_bytes()) [[unlikely]]
       return invalid("a transaction branch puts " + std::to_string(bytes) +
                      " bytes of keys and values; this segment allows " +
                      std::to_string(max_txn_bytes()));
   }
   return {};
+}
+
+// etcd's rule: a key is put at most once in a branch, and not also deleted.
+// The put that breaks it, if any.
+const TxnOp* Engine::written_twice(const std::vector<TxnOp>& branch) {
+  const TxnOp* const begin = branch.data();
+  const TxnOp* const end = begin + branch.size();
+  bool deletes_some = false;
+  for (const TxnOp* op = begin; op != end && !deletes_some; ++op)
+    deletes_some = op->kind == Kind::del || op->kind == Kind::del_prefix;
+  for (const TxnOp* op = begin; op != end; ++op) {
+    if (op->kind != Kind::put) continue;
+    for (const TxnOp* earlier = begin; earlier != op; ++earlier)
+      if (earlier->kind == Kind::put && same_key(earlier->key, op->key)) return op;
+    if (!deletes_some) continue;
+    for (const TxnOp* other = begin; other != end; ++other)
+      if ((other->kind == Kind::del || other->kind == Kind::del_prefix) && deletes(*other, op->key))
+        return op;
+  }
+  return nullptr;
 }
 
 bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
@@ -118,24 +153,41 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
   if (auto bad = check_txn(txn); !bad) return bad;
   auto done = locked<std::uint64_t>(Reap::yes, [&](Op& tx, std::int64_t now)
                                                    -> Result<std::uint64_t> {
-    // The key the last compare found, while nothing is written: a put of
-    // it (a lock's "create it if absent") need not look it up again.
-    std::string_view probed_key;
-    Store::Probe probed;
+    // The keys the first compares found: an operation on the same key (a
+    // lock's "create it if absent", a version-checked put) need not look it
+    // up again while no key has entered or left the index since.
+    union Probes {
+      Probes() {}  // left unwritten: each is written by its compare before it is read
+      Store::Probe at[kKnownProbes];
+    } probes;
+    const std::uint64_t index_at_compares = store_.index_changes();
+    std::size_t compared = 0;
     bool succeeded = true;
+    Store::Probe beyond;  // the lookups of compares past the first kKnownProbes
     for (const Compare& c : txn.compares) {
-      probed_key = c.key;
-      if (!compare_holds(tx, c, now, probed)) {
+      Store::Probe& probe = compared < kKnownProbes ? probes.at[compared] : beyond;
+      ++compared;
+      if (!compare_holds(tx, c, now, probe)) {
         succeeded = false;
         break;
       }
     }
+    // Tries the compare at the operation's own index, then the last one.
+    auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
+      if (store_.index_changes() != index_at_compares) return nullptr;
+      const std::size_t usable = std::min(compared, kKnownProbes);
+      if (i < usable && same_key(txn.compares[i].key, key)) return &probes.at[i];
+      if (usable > 0 && usable == compared && same_key(txn.compares[usable - 1].key, key))
+        return &probes.at[usable - 1];
+      return nullptr;
+    };
     const std::vector<TxnOp>& branch = succeeded ? txn.success : txn.failure;
+    const std::size_t ops = branch.size();
     out.succeeded = succeeded;
-    out.results.resize(branch.size());
+    if (out.results.size() != ops) out.results.resize(ops);
     WriteRevision revision;
     try {
-      for (std::size_t i = 0; i < branch.size(); ++i) {
+      for (std::size_t i = 0; i < ops; ++i) {
         const TxnOp& op = branch[i];
         TxnOpResult& r = out.results[i];
         r.kind = op.kind;
@@ -144,17 +196,14 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
         std::size_t kept = 0;
         switch (op.kind) {
           case Kind::put: {
-            const Store::Probe* known = tx.empty() && !probed_key.empty() && probed_key == op.key
-                                            ? &probed
-                                            : nullptr;
-            auto put =
-                put_locked(tx, now, op.key, op.value, Put::with_lease(op.lease), revision, known);
+            auto put = put_locked(tx, now, op.key, op.value, Put::with_lease(op.lease), revision,
+                                  known(i, op.key));
             if (!put) return std::move(put).error();
             break;
           }
           case Kind::get: {
             Store::Probe probe;
-            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe)) {
+            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe, known(i, op.key))) {
               if (r.kvs.empty()) r.kvs.emplace_back();
               fill(*k, r.kvs[0], !op.options.keys_only);
               kept = 1;
@@ -162,18 +211,22 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
             break;
           }
           case Kind::range: kept = range_locked(tx, now, op.key, op.options, r.kvs, r.more); break;
-          case Kind::del: r.deleted = delete_key_locked(tx, now, op.key, revision) ? 1 : 0; break;
+          case Kind::del:
+            r.deleted = delete_key_locked(tx, now, op.key, revision, known(i, op.key)) ? 1 : 0;
+            break;
           case Kind::del_prefix: r.deleted = delete_prefix_locked(tx, now, op.key, revision); break;
         }
-        r.kvs.resize(kept);
-        if (is_write(op.kind)) probed_key = {};
+        if (r.kvs.size() != kept) r.kvs.resize(kept);
       }
       // A keep-alive without the lock may have found a lease past its
-      // deadline (or its owner dead) since its put checked it: a key put
-      // under a lease that ended would be seen by watchers, never by a read.
+      // deadline (or its owner dead) and sealed it since its put checked it:
+      // a key put under a lease that ended would be seen by watchers, never
+      // by a read. A deadline word still unsealed needs no second look.
       for (const TxnOp& op : branch) {
         if (op.kind != Kind::put || !op.lease) continue;
-        std::uint32_t slot = kNone;
+        if (store_.still_unsealed(op.lease.value(), now)) [[likely]]
+          continue;
+        std::uint32_t slot = kNone;  // the full look notes a dead owner it meets
         LeaseLookup lookup = store_.lookup_lease(op.lease.value(), now, slot, tx.noticed);
         if (lookup != LeaseLookup::live)
           return Error{Errc::lease_lost, lease_text(op.lease) + " ended as " + op.key + " was put"};

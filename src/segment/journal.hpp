@@ -43,7 +43,9 @@ class Tx {
   template <typename T>
   void set(T& field, const T& value) {
     static_assert(std::is_trivially_copyable_v<T> && !std::is_pointer_v<T>);
-    // Fixed sizes: the copies compile to plain moves.
+    // Fixed sizes: the copies compile to plain moves, the comparison to one.
+    // A field that keeps its value needs no undo record.
+    if (std::memcmp(&field, &value, sizeof(T)) == 0) return;
     std::memcpy(begin_record(&field, sizeof(T)), &field, sizeof(T));
     publish_record(sizeof(T));
     crash::step();

@@ -512,6 +512,43 @@ BOOST_FIXTURE_TEST_CASE(an_undone_txn_gives_back_the_slots_it_freed_and_took, Se
   require_consistent();
 }
 
+// An operation reuses the lookup its key's compare made only while no key has
+// entered or left the index since: another key's insert may take the very
+// bucket an absent key's lookup would have filled.
+BOOST_FIXTURE_TEST_CASE(an_insert_between_a_compare_and_a_put_makes_it_look_again,
+                        SegmentFixture) {
+  // Clusters in the hash index, so that neighbouring lookups end in one bucket.
+  for (int i = 0; i < 120; ++i) BOOST_REQUIRE(client->put("fill/" + std::to_string(i), "f").ok());
+  for (int i = 0; i < 60; ++i) {
+    const std::string a = "a/" + std::to_string(i);
+    const std::string b = "b/" + std::to_string(i);
+    auto r = client->txn(Txn()
+                             .when(Compare::version(a) == 0)
+                             .then(TxnOp::put(b, "b"))
+                             .then(TxnOp::get(a))
+                             .then(TxnOp::put(a, "a"))
+                             .then(TxnOp::get(a)));
+    BOOST_REQUIRE(r.ok());
+    BOOST_REQUIRE(r->succeeded);
+    BOOST_TEST(r->results[1].kvs.empty());  // not there before its put
+    BOOST_REQUIRE_EQUAL(r->results[3].kvs.size(), 1u);
+    BOOST_TEST(r->results[3].kvs[0].value == "a");
+    BOOST_TEST((*client->get(a))->value == "a");
+    BOOST_TEST((*client->get(b))->value == "b");
+  }
+  // A delete keeps its slot in the index: a lookup made before it still holds.
+  auto r = client->txn(Txn()
+                           .when(Compare::version("a/0") == 1)
+                           .then(TxnOp::del("b/0"))
+                           .then(TxnOp::put("a/0", "again")));
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->succeeded);
+  BOOST_TEST((*client->get("a/0"))->value == "again");
+  BOOST_TEST((*client->get("a/0"))->version == 2u);
+  BOOST_TEST(!client->get("b/0")->has_value());
+  require_consistent();
+}
+
 zaris::SegmentOptions short_history() {
   zaris::SegmentOptions options = zaris::test::small_segment();
   options.max_events = 64;
