@@ -106,15 +106,16 @@ std::string contender_key(std::string_view name, LeaseId lease) {
 Result<void> join(Client& client, std::string_view name, const std::string& key,
                   std::string_view value, LeaseId lease, Txn& txn, TxnResult& result,
                   Place& where) {
+  if (!is_under(name, key)) return not_under(name, key);
   const std::size_t prefix_size = name.size() + 1;
   // As etcd's concurrency.Mutex: put our key unless it is there, and read the
   // newest keys under the name, ours first, in the same step. Built once for
-  // a contender (its key checked then), then only its value changes.
+  // a contender, then only its value changes. (Our key names the name: the
+  // same key, under it, means the same range.)
   TxnOp* put = txn.success.size() == 2 && txn.success[1].key.size() == prefix_size
                    ? &txn.success[0]
                    : nullptr;
   if (put == nullptr || put->lease != lease || put->key != key) {
-    if (!is_under(name, key)) return not_under(name, key);
     txn = Txn()
               .when(Compare::create_revision(key) == 0)
               .then(TxnOp::put(key, std::string(value), lease))

@@ -148,11 +148,14 @@ class Engine {
   std::uint64_t take_revision(Op& tx, WriteRevision& revision);
   // The live key `key` at `now` (null if none); `probe` receives find(key),
   // or `known`, if given: find(key) taken under this lock with no key added
-  // to or removed from the index since (Store::index_changes).
+  // to or removed from the index since (Store::index_changes), whose `live`
+  // verdict, if set (not -1), still holds for this key at `now`. `probe.live`
+  // receives the verdict.
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
                                     Store::Probe& probe, const Store::Probe* known = nullptr);
   // The body of put(), under the lock. `found`, if given, is find(key) as
-  // find_visible's `known` is.
+  // find_visible's `known` is; a `live` verdict of 1 in it is checked against
+  // the key's lease's deadline word.
   Result<PutResult> put_locked(Op& tx, std::int64_t now, std::string_view key,
                                std::string_view value, const Put& options,
                                WriteRevision& revision, const Store::Probe* found = nullptr);

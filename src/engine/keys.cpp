@@ -57,12 +57,16 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   }
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
-  // Judged once per operation: a compare that found the key alive at `now`
-  // and the put that follows it see the same key.
-  const bool exists =
-      probe.slot != kNone && (probe.live >= 0 ? probe.live != 0
-                                              : store_.key_visible(store_.key(probe.slot), now,
-                                                                   tx.noticed));
+  // A compare's verdict (find_visible) stands for a key its operation found
+  // alive while no keep-alive has sealed the key's lease since: an operation
+  // between them may have met the seal and reported the key absent.
+  bool exists = false;
+  if (probe.slot != kNone) {
+    const KeySlotHeader& k = store_.key(probe.slot);
+    exists = probe.live > 0 && (k.lease_id == 0 || store_.still_unsealed(k.lease_id, now))
+                 ? true
+                 : store_.key_visible(k, now, tx.noticed);
+  }
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
@@ -141,6 +145,7 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   struct Match {
     std::uint64_t created;
     std::uint32_t slot;
+    std::uint32_t seen;  // the walk's order: keys created together keep key order
   };
   constexpr std::size_t kInline = 16;
   Match inline_found[kInline];  // left uninitialised: only [0, count) is read
@@ -162,10 +167,10 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
       return true;
     if (!by_key) {
       if (count < kInline) {
-        inline_found[count] = {k.create_revision, s};
+        inline_found[count] = {k.create_revision, s, static_cast<std::uint32_t>(count)};
       } else {
         if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
-        spilled.push_back({k.create_revision, s});
+        spilled.push_back({k.create_revision, s, static_cast<std::uint32_t>(count)});
       }
       ++count;
       return true;
@@ -185,7 +190,8 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   // more, only as far as the limit keeps them.
   const bool newest = options.order == RangeOrder::create_revision_descending;
   auto before = [newest](const Match& a, const Match& b) {
-    return newest ? a.created > b.created : a.created < b.created;
+    if (a.created != b.created) return newest ? a.created > b.created : a.created < b.created;
+    return a.seen < b.seen;
   };
   if (count <= kInline) {
     for (std::size_t i = 1; i < count; ++i)

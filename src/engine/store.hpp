@@ -156,7 +156,8 @@ class Store {
     std::int8_t live = -1;
   };
   Probe find(std::string_view key) const;
-  // Counts the keys this process added to or removed from the hash index: a
+  // Counts the keys added to or removed from the hash index through this
+  // Store (under the lock, so by this process alone while it holds it): a
   // Probe taken when it read n stays right while it reads n (a key's slot
   // keeps its place while it is rewritten, deleted to vacant or revived).
   std::uint64_t index_changes() const noexcept { return index_changes_; }
@@ -191,7 +192,8 @@ class Store {
   // Calls fn(slot, header) for every key slot (live, vacant or dead) whose key
   // starts with `prefix`, in key order, until fn returns false. fn may remove
   // the slot it is given (the successor is read before the call).
-  // `start`, if given, is the first slot under the prefix (first_under()).
+  // REQUIRES: `start`, if given, is the first slot under the prefix
+  // (first_under()); its key is not tested again.
   template <typename Fn>
   void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
     std::uint64_t steps = 0;

@@ -15,7 +15,7 @@ namespace {
 using Kind = TxnOp::Kind;
 
 // The compares whose lookups a transaction keeps for its operations.
-constexpr std::size_t kKnownProbes = 8;
+constexpr std::size_t kKnownProbes = 4;
 
 bool is_write(Kind kind) {
   return kind == Kind::put || kind == Kind::del || kind == Kind::del_prefix;
@@ -156,16 +156,13 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     // The keys the first compares found: an operation on the same key (a
     // lock's "create it if absent", a version-checked put) need not look it
     // up again while no key has entered or left the index since.
-    union Probes {
-      Probes() {}  // left unwritten: each is written by its compare before it is read
-      Store::Probe at[kKnownProbes];
-    } probes;
+    Store::Probe probes[kKnownProbes];
     const std::uint64_t index_at_compares = store_.index_changes();
     std::size_t compared = 0;
     bool succeeded = true;
     Store::Probe beyond;  // the lookups of compares past the first kKnownProbes
     for (const Compare& c : txn.compares) {
-      Store::Probe& probe = compared < kKnownProbes ? probes.at[compared] : beyond;
+      Store::Probe& probe = compared < kKnownProbes ? probes[compared] : beyond;
       ++compared;
       if (!compare_holds(tx, c, now, probe)) {
         succeeded = false;
@@ -176,10 +173,22 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
       if (store_.index_changes() != index_at_compares) return nullptr;
       const std::size_t usable = std::min(compared, kKnownProbes);
-      if (i < usable && same_key(txn.compares[i].key, key)) return &probes.at[i];
+      if (i < usable && same_key(txn.compares[i].key, key)) return &probes[i];
       if (usable > 0 && usable == compared && same_key(txn.compares[usable - 1].key, key))
-        return &probes.at[usable - 1];
+        return &probes[usable - 1];
       return nullptr;
+    };
+    // A put may take the compare's verdict too: etcd's rule lets no earlier
+    // write of the branch touch its key. A get or a delete may follow a
+    // delete of the same key (or of a prefix over it): the position only,
+    // and the key judged again.
+    Store::Probe position;
+    auto where = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
+      const Store::Probe* found = known(i, key);
+      if (found == nullptr) return nullptr;
+      position = *found;
+      position.live = -1;
+      return &position;
     };
     const std::vector<TxnOp>& branch = succeeded ? txn.success : txn.failure;
     const std::size_t ops = branch.size();
@@ -203,7 +212,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
           }
           case Kind::get: {
             Store::Probe probe;
-            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe, known(i, op.key))) {
+            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe, where(i, op.key))) {
               if (r.kvs.empty()) r.kvs.emplace_back();
               fill(*k, r.kvs[0], !op.options.keys_only);
               kept = 1;
@@ -212,7 +221,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
           }
           case Kind::range: kept = range_locked(tx, now, op.key, op.options, r.kvs, r.more); break;
           case Kind::del:
-            r.deleted = delete_key_locked(tx, now, op.key, revision, known(i, op.key)) ? 1 : 0;
+            r.deleted = delete_key_locked(tx, now, op.key, revision, where(i, op.key)) ? 1 : 0;
             break;
           case Kind::del_prefix: r.deleted = delete_prefix_locked(tx, now, op.key, revision); break;
         }

@@ -549,6 +549,45 @@ BOOST_FIXTURE_TEST_CASE(an_insert_between_a_compare_and_a_put_makes_it_look_agai
   require_consistent();
 }
 
+// A compare's verdict on its key (alive or not) serves only a put of that
+// key, which no earlier write of the branch may touch: a get or a delete
+// after a write of the same key sees the write.
+BOOST_FIXTURE_TEST_CASE(a_key_written_earlier_in_the_branch_is_judged_again, SegmentFixture) {
+  BOOST_REQUIRE(client->put("k", "v").ok());
+  auto r = client->txn(Txn()
+                           .when(Compare::version("k") == 1)
+                           .then(TxnOp::del("k"))
+                           .then(TxnOp::get("k"))
+                           .then(TxnOp::del("k")));
+  BOOST_REQUIRE(r.ok());
+  BOOST_REQUIRE(r->succeeded);
+  BOOST_TEST(r->results[0].deleted == 1u);
+  BOOST_TEST(r->results[1].kvs.empty());
+  BOOST_TEST(r->results[2].deleted == 0u);
+  // Deleted (its slot kept vacant): a put brings it back, and a get sees it.
+  r = client->txn(Txn()
+                      .when(Compare::version("k") == 0)
+                      .then(TxnOp::put("k", "back"))
+                      .then(TxnOp::get("k")));
+  BOOST_REQUIRE(r.ok());
+  BOOST_REQUIRE(r->succeeded);
+  BOOST_REQUIRE_EQUAL(r->results[1].kvs.size(), 1u);
+  BOOST_TEST(r->results[1].kvs[0].value == "back");
+  // A prefix delete over it.
+  BOOST_REQUIRE(client->put("p/a", "x").ok());
+  r = client->txn(Txn()
+                      .when(Compare::version("p/a") == 1)
+                      .then(TxnOp::del_prefix("p/"))
+                      .then(TxnOp::get("p/a"))
+                      .then(TxnOp::del("p/a")));
+  BOOST_REQUIRE(r.ok());
+  BOOST_TEST(r->results[0].deleted == 1u);
+  BOOST_TEST(r->results[1].kvs.empty());
+  BOOST_TEST(r->results[2].deleted == 0u);
+  BOOST_TEST(!client->get("p/a")->has_value());
+  require_consistent();
+}
+
 zaris::SegmentOptions short_history() {
   zaris::SegmentOptions options = zaris::test::small_segment();
   options.max_events = 64;
