@@ -152,7 +152,13 @@ class Engine {
   // verdict, if set (not -1), still holds for this key at `now`. `probe.live`
   // receives the verdict.
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
-                                    Store::Probe& probe, const Store::Probe* known = nullptr);
+                                    Store::Probe& probe, const Store::Probe* known = nullptr) {
+    probe = known != nullptr ? *known : store_.find(key);
+    if (probe.slot == segment::kNone) return nullptr;
+    const KeySlotHeader& k = store_.key(probe.slot);
+    if (probe.live < 0) probe.live = store_.key_visible(k, now, tx.noticed) ? 1 : 0;
+    return probe.live != 0 ? &k : nullptr;
+  }
   // The body of put(), under the lock. `found`, if given, is find(key) as
   // find_visible's `known` is; a `live` verdict of 1 in it is checked against
   // the key's lease's deadline word.
@@ -175,7 +181,7 @@ class Engine {
   Result<void> check_txn(const Txn& txn) const;
   bool op_ok(const TxnOp& op) const noexcept;
   Error op_error(const TxnOp& op) const;  // REQUIRES: !op_ok(op)
-  static const TxnOp* written_twice(const std::vector<TxnOp>& branch);
+  static Error written_twice(const TxnOp& put);
   // `probe` receives find(compare.key).
   bool compare_holds(Op& tx, const Compare& compare, std::int64_t now, Store::Probe& probe);
   std::uint64_t max_txn_bytes() const;

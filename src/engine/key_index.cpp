@@ -106,7 +106,7 @@ Store::Probe Store::find(std::string_view key) const {
     if (static_cast<std::uint32_t>(b >> 32) == probe.hash32) {
       auto slot = static_cast<std::uint32_t>(b) - 1;
       const KeySlotHeader& k = this->key(slot);
-      if (key_bytes(k) == key) {
+      if (equal_bytes(key_bytes(k), key)) {
         if (k.used != kKeyLive && k.used != kKeyVacant)
           abort_corrupt("hash index holds a free key slot");
         probe.slot = slot;

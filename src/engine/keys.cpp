@@ -204,15 +204,6 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   return n;
 }
 
-const KeySlotHeader* Engine::find_visible(Op& tx, std::int64_t now, std::string_view key,
-                                          Store::Probe& probe, const Store::Probe* known) {
-  probe = known != nullptr ? *known : store_.find(key);
-  if (probe.slot == kNone) return nullptr;
-  const KeySlotHeader& k = store_.key(probe.slot);
-  if (probe.live < 0) probe.live = store_.key_visible(k, now, tx.noticed) ? 1 : 0;
-  return probe.live != 0 ? &k : nullptr;
-}
-
 bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
                                WriteRevision& revision, const Store::Probe* known) {
   Store::Probe probe;

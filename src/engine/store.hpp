@@ -11,6 +11,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "segment/journal.hpp"
@@ -44,6 +45,22 @@ struct Noticed {
     if (count < kSlots) slots[count++] = process;
   }
 };
+
+// Whether two byte strings are equal; those of 8 to 32 bytes (most keys)
+// compare by words, with no call.
+inline bool equal_bytes(std::string_view a, std::string_view b) noexcept {
+  const std::size_t n = a.size();
+  if (n != b.size()) return false;
+  if (n < 8 || n > 32) return a == b;
+  auto word = [](const char* p) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  for (std::size_t i = 0; i + 8 <= n; i += 8)
+    if (word(a.data() + i) != word(b.data() + i)) return false;
+  return word(a.data() + n - 8) == word(b.data() + n - 8);
+}
 
 // Aborts the transaction: `what` read from the segment is `value`, out of range.
 [[noreturn, gnu::cold, gnu::noinline]] void corrupt_value(const char* what, std::uint64_t value);

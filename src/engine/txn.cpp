@@ -2,6 +2,7 @@
 // the compares and one branch in one critical section and one undo
 // transaction, so that a failure or a death at any step leaves nothing.
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "engine/engine.hpp"
@@ -17,10 +18,6 @@ using Kind = TxnOp::Kind;
 // The compares whose lookups a transaction keeps for its operations.
 constexpr std::size_t kKnownProbes = 4;
 
-bool is_write(Kind kind) {
-  return kind == Kind::put || kind == Kind::del || kind == Kind::del_prefix;
-}
-
 // Whether a delete (of one key, or of a prefix) removes `key`.
 bool deletes(const TxnOp& del, std::string_view key) {
   return del.kind == Kind::del ? del.key == key : key.starts_with(del.key);
@@ -29,7 +26,7 @@ bool deletes(const TxnOp& del, std::string_view key) {
 // Keys in one transaction often share a prefix and differ at the end: look
 // there first.
 bool same_key(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && (a.empty() || a.back() == b.back()) && a == b;
+  return a.size() == b.size() && (a.empty() || a.back() == b.back()) && equal_bytes(a, b);
 }
 
 Error invalid(std::string what) {
@@ -90,45 +87,42 @@ Result<void> Engine::check_txn(const Txn& txn) const {
     if (c.op > CompareOp::greater) [[unlikely]]
       return invalid("compare: unknown operator");
   }
+  const std::uint64_t most = max_txn_bytes();
   for (const std::vector<TxnOp>* branch : {&txn.success, &txn.failure}) {
+    // etcd's rule, in the same pass: a key is put at most once in a branch,
+    // and not also deleted.
+    const TxnOp* puts[kMaxTxnOps];  // only [0, put_count) is read
+    std::size_t put_count = 0;
+    bool deletes_some = false;
     std::uint64_t bytes = 0;
-    std::size_t writes = 0;
     for (const TxnOp& op : *branch) {
       if (!op_ok(op)) [[unlikely]]
         return op_error(op);
-      if (op.kind == Kind::put) bytes += op.key.size() + op.value.size();
-      writes += is_write(op.kind) ? 1 : 0;
+      if (op.kind == Kind::put) {
+        bytes += op.key.size() + op.value.size();
+        for (std::size_t i = 0; i < put_count; ++i)
+          if (same_key(puts[i]->key, op.key)) [[unlikely]]
+            return written_twice(op);
+        puts[put_count++] = &op;
+      } else if (op.kind == Kind::del || op.kind == Kind::del_prefix) {
+        deletes_some = true;
+      }
     }
-    if (writes > 1) {
-      if (const TxnOp* twice = written_twice(*branch)) [[unlikely]]
-        return invalid("key " + twice->key + " is written twice in one transaction branch");
+    for (const TxnOp& del : *branch) {
+      if (!deletes_some) break;
+      if (del.kind != Kind::del && del.kind != Kind::del_prefix) continue;
+      for (std::size_t i = 0; i < put_count; ++i)
+        if (deletes(del, puts[i]->key)) return written_twice(*puts[i]);
     }
-    if (bytes > max_txn_bytes()) [[unlikely]]
+    if (bytes > most) [[unlikely]]
       return invalid("a transaction branch puts " + std::to_string(bytes) +
-                     " bytes of keys and values; this segment allows " +
-                     std::to_string(max_txn_bytes()));
+                     " bytes of keys and values; this segment allows " + std::to_string(most));
   }
   return {};
 }
 
-// etcd's rule: a key is put at most once in a branch, and not also deleted.
-// The put that breaks it, if any.
-const TxnOp* Engine::written_twice(const std::vector<TxnOp>& branch) {
-  const TxnOp* const begin = branch.data();
-  const TxnOp* const end = begin + branch.size();
-  bool deletes_some = false;
-  for (const TxnOp* op = begin; op != end && !deletes_some; ++op)
-    deletes_some = op->kind == Kind::del || op->kind == Kind::del_prefix;
-  for (const TxnOp* op = begin; op != end; ++op) {
-    if (op->kind != Kind::put) continue;
-    for (const TxnOp* earlier = begin; earlier != op; ++earlier)
-      if (earlier->kind == Kind::put && same_key(earlier->key, op->key)) return op;
-    if (!deletes_some) continue;
-    for (const TxnOp* other = begin; other != end; ++other)
-      if ((other->kind == Kind::del || other->kind == Kind::del_prefix) && deletes(*other, op->key))
-        return op;
-  }
-  return nullptr;
+Error Engine::written_twice(const TxnOp& put) {
+  return invalid("key " + put.key + " is written twice in one transaction branch");
 }
 
 bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
