@@ -49,12 +49,6 @@ Error key_gone(const std::string& key) {
   return Error{Errc::lease_lost, "contender key " + key + " is gone: its lease ended"};
 }
 
-TxnOp own_key(const std::string& key) {
-  TxnOp get = TxnOp::get(key);
-  get.options.keys_only = true;
-  return get;
-}
-
 // Fills `where`'s predecessor from one page of newest_first() (its first
 // `skip` keys aside); false if the page held no contender but was cut short
 // (look further down, below `below`).
@@ -174,25 +168,28 @@ Result<Place> place(Client& client, std::string_view name, const std::string& ke
   Place where;
   where.created = created;
   if (created == 0) return where;
-  // Built once for a contender; a later look changes only the revisions.
-  if (txn.compares.size() != 1 || txn.success.size() != 2 || txn.compares[0].key != key) {
-    txn = Txn()
-              .when(Compare::create_revision(key) == created)
-              .then(own_key(key))
-              .then(TxnOp::range(prefix_of(name), newest_first(created - 1)));
+  // One read: the keys under the name created at or before ours, newest
+  // first. Ours heads them while it is there (the join that created it, at
+  // `created`, created no other key); the first contender after it is our
+  // predecessor. Built once for a contender; a later look changes only the
+  // revision.
+  if (!txn.compares.empty() || txn.success.size() != 1 ||
+      txn.success[0].kind != TxnOp::Kind::range || txn.success[0].key.size() != prefix_size ||
+      !txn.success[0].key.starts_with(name)) {
+    // Ours and a page below it.
+    txn = Txn().then(TxnOp::range(prefix_of(name), newest_first(created, kFirstPage + 1)));
   } else {
-    txn.compares[0].number = created;
-    txn.success[1].options.max_create_revision = created - 1;
+    txn.success[0].options.max_create_revision = created;
   }
   if (auto done = client.txn(txn, result); !done) return std::move(done).error();
-  if (!result.succeeded) return where;  // our key is gone (or is another's now)
-  const TxnOpResult& own = result.results[0];
-  if (own.kvs.empty()) return where;  // cannot be: the compare found it
-  where.own_mod_revision = own.kvs[0].mod_revision;
+  const TxnOpResult& page = result.results[0];
+  if (page.kvs.empty() || page.kvs[0].create_revision != created || page.kvs[0].key != key)
+    return where;  // our key is gone (or is another's now)
+  where.own_mod_revision = page.kvs[0].mod_revision;
   where.present = true;
   where.head = true;
   std::uint64_t below = created;
-  if (!take_predecessor(result.results[1], 0, prefix_size, where, below)) {
+  if (!take_predecessor(page, 1, prefix_size, where, below)) {
     auto found = find_predecessor(client, name, key, where, below);
     if (!found && found.code() == Errc::lease_lost) {
       Place gone;

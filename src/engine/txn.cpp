@@ -2,7 +2,6 @@
 // the compares and one branch in one critical section and one undo
 // transaction, so that a failure or a death at any step leaves nothing.
 #include <algorithm>
-#include <cstring>
 #include <string>
 
 #include "engine/engine.hpp"
@@ -91,8 +90,9 @@ Result<void> Engine::check_txn(const Txn& txn) const {
   for (const std::vector<TxnOp>* branch : {&txn.success, &txn.failure}) {
     // etcd's rule, in the same pass: a key is put at most once in a branch,
     // and not also deleted.
-    const TxnOp* puts[kMaxTxnOps];  // only [0, put_count) is read
+    const TxnOp* puts[kMaxTxnOps];  // only [0, put_count) is read; the sizes are checked above
     std::size_t put_count = 0;
+    const TxnOp* twice = nullptr;  // the first put of a key put before it
     bool deletes_some = false;
     std::uint64_t bytes = 0;
     for (const TxnOp& op : *branch) {
@@ -100,19 +100,23 @@ Result<void> Engine::check_txn(const Txn& txn) const {
         return op_error(op);
       if (op.kind == Kind::put) {
         bytes += op.key.size() + op.value.size();
-        for (std::size_t i = 0; i < put_count; ++i)
+        for (std::size_t i = 0; i < put_count && twice == nullptr; ++i)
           if (same_key(puts[i]->key, op.key)) [[unlikely]]
-            return written_twice(op);
+            twice = &op;
         puts[put_count++] = &op;
       } else if (op.kind == Kind::del || op.kind == Kind::del_prefix) {
         deletes_some = true;
       }
     }
-    for (const TxnOp& del : *branch) {
-      if (!deletes_some) break;
-      if (del.kind != Kind::del && del.kind != Kind::del_prefix) continue;
-      for (std::size_t i = 0; i < put_count; ++i)
-        if (deletes(del, puts[i]->key)) return written_twice(*puts[i]);
+    if (twice != nullptr) [[unlikely]]
+      return written_twice(*twice);
+    if (deletes_some && put_count > 0) {
+      for (const TxnOp& del : *branch) {
+        if (del.kind != Kind::del && del.kind != Kind::del_prefix) continue;
+        for (std::size_t i = 0; i < put_count; ++i)
+          if (deletes(del, puts[i]->key)) [[unlikely]]
+            return written_twice(*puts[i]);
+      }
     }
     if (bytes > most) [[unlikely]]
       return invalid("a transaction branch puts " + std::to_string(bytes) +

@@ -1,0 +1,122 @@
+// zaris-op-loop: one operation N times over, for counting its instructions
+// with callgrind (bench/instructions.sh), which the machine's load does not
+// move as it moves time.
+//
+//   zaris-op-loop lock N   Mutex::lock + unlock, the segment as BM_LockUnlock's
+//   zaris-op-loop txn N    BM_Txn's transaction: two version compares, two puts
+//                          with a lease, among 1,000 keys
+//   zaris-op-loop put N    BM_PutWithLease's put among the same 1,000 keys
+//
+// The script runs it at two N and divides the difference: the set-up cancels.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zaris/zaris.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string key_name(std::uint64_t number) {
+  char text[17];
+  std::snprintf(text, sizeof text, "k:%014llu", static_cast<unsigned long long>(number));
+  return std::string(text, 16);
+}
+
+int fail(const char* what, const zaris::Error& error) {
+  std::fprintf(stderr, "zaris-op-loop: %s: %s: %s\n", what,
+               std::string(zaris::errc_name(error.code)).c_str(), error.message.c_str());
+  return 1;
+}
+
+int lock_loop(const std::string& segment, long n) {
+  zaris::SegmentOptions options;  // as coordination_bench.cpp's Scratch
+  options.max_leases = 64;
+  options.max_keys = 256;
+  options.max_key_bytes = 64;
+  options.max_value_bytes = 64;
+  auto client = zaris::Client::create(segment, options);
+  if (!client) return fail("create", client.error());
+  auto session = zaris::Session::create(*client, zaris::SessionOptions{60s, {}});
+  if (!session) return fail("session", session.error());
+  zaris::Mutex mutex(**session, "bench/lock");
+  for (long i = 0; i < n; ++i) {
+    if (auto locked = mutex.lock(); !locked) return fail("lock", locked.error());
+    if (auto unlocked = mutex.unlock(); !unlocked) return fail("unlock", unlocked.error());
+  }
+  return 0;
+}
+
+// As zaris_bench.cpp's population of 1,000 and its BM_Txn / BM_PutWithLease.
+int point_loop(const std::string& segment, long n, bool txn) {
+  zaris::SegmentOptions options;
+  options.max_leases = 1000 + 1024;
+  options.max_keys = 1000 + 1024;
+  options.max_key_bytes = 32;
+  options.max_value_bytes = 64;
+  auto client = zaris::Client::create(segment, options);
+  if (!client) return fail("create", client.error());
+  const std::string value(64, 'v');
+  std::vector<zaris::LeaseId> leases;
+  for (int i = 0; i < 1000; ++i) {
+    auto granted = client->leases().grant(1h);
+    if (!granted) return fail("grant", granted.error());
+    leases.push_back(*granted);
+    auto put = client->put(key_name(2 * i), value, zaris::Put::with_lease(*granted));
+    if (!put) return fail("put", put.error());
+  }
+  zaris::Txn transaction;
+  zaris::KeyValue seen;
+  for (int i : {499, 500}) {
+    const std::string key = key_name(2 * i);
+    auto found = client->get(key, seen);
+    if (!found) return fail("get", found.error());
+    if (!*found) return fail("get", zaris::Error{zaris::Errc::not_found, key + " is not there"});
+    transaction.when(zaris::Compare::version(key) == seen.version);
+    transaction.then(zaris::TxnOp::put(key, value, leases[i]));
+  }
+  zaris::TxnResult out;
+  const std::string key = key_name(1000);
+  for (long i = 0; i < n; ++i) {
+    if (txn) {
+      auto done = client->txn(transaction, out);
+      if (!done) return fail("txn", done.error());
+      if (!out.succeeded)
+        return fail("txn", zaris::Error{zaris::Errc::revision_mismatch, "a compare failed"});
+      for (zaris::Compare& compare : transaction.compares) ++compare.number;
+    } else {
+      auto put = client->put(key, value, zaris::Put::with_lease(leases[500]));
+      if (!put) return fail("put", put.error());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put N\n");
+    return 2;
+  }
+  const std::string_view what = argv[1];
+  char* end = nullptr;
+  const long n = std::strtol(argv[2], &end, 10);
+  if (end == argv[2] || *end != '\0' || n < 0 ||
+      (what != "lock" && what != "txn" && what != "put")) {
+    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put N\n");
+    return 2;
+  }
+  // Named as the benchmarks' segments, which the test script clears after a kill.
+  const std::string segment = "zaris-bench-op-loop-" + std::to_string(::getpid());
+  const int rc = what == "lock" ? lock_loop(segment, n) : point_loop(segment, n, what == "txn");
+  (void)zaris::Client::destroy(segment);
+  return rc;
+}
