@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Two builds of zaris-bench, side by side on a noisy machine.
+
+Runs the two binaries in ABBA rounds (A B B A, then B A A B, ...), one
+repetition each, and prints for every benchmark the median time of each and
+the median of its per-run ratio to a peer measured in the same run. The
+machine's load moves times by up to 2x from one run to the next, even for the
+peers, which are the same code in both binaries; a ratio taken within one run
+and a median over rounds hold.
+
+  bench/compare.py OLD/zaris-bench NEW/zaris-bench --rounds 10 \\
+      --filter '/1000$|BM_LockUnlock$|BM_FlockLockUnlock|BM_RobustMutex' \\
+      --peer BM_LockUnlock=BM_FlockLockUnlock --peer BM_Get/1000=BM_RobustMutexLockUnlock
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def run(binary, pattern, min_time):
+    out = subprocess.run([binary, '--benchmark_filter=' + pattern, '--benchmark_format=json',
+                          '--benchmark_min_time=' + min_time],
+                         capture_output=True, text=True, check=True).stdout
+    return {b['name']: b['real_time'] for b in json.loads(out)['benchmarks']
+            if 'error_occurred' not in b}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('old')
+    parser.add_argument('new')
+    parser.add_argument('--rounds', type=int, default=6)
+    parser.add_argument('--filter', default='.')
+    parser.add_argument('--min-time', default='0.1', help='seconds per benchmark and run')
+    parser.add_argument('--peer', action='append', default=[], metavar='BENCHMARK=PEER')
+    args = parser.parse_args()
+    peers = dict(p.split('=', 1) for p in args.peer)
+    runs = {'old': [], 'new': []}
+    for r in range(args.rounds):
+        for which in (('old', 'new', 'new', 'old') if r % 2 == 0 else ('new', 'old', 'old', 'new')):
+            binary = args.old if which == 'old' else args.new
+            runs[which].append(run(binary, args.filter, args.min_time))
+    names = sorted(set().union(*(r.keys() for rs in runs.values() for r in rs)))
+    print(f'{"benchmark":44} {"old":>10} {"new":>10} {"old/peer":>9} {"new/peer":>9}')
+    for name in names:
+        times = {w: [r[name] for r in runs[w] if name in r] for w in runs}
+        line = f'{name:44}'
+        for w in ('old', 'new'):
+            line += f' {statistics.median(times[w]):10.1f}' if times[w] else f' {"-":>10}'
+        peer = peers.get(name)
+        for w in ('old', 'new'):
+            ratios = [r[name] / r[peer] for r in runs[w] if peer and name in r and peer in r]
+            line += f' {statistics.median(ratios):9.3f}' if ratios else f' {"":9}'
+        print(line)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
