@@ -15,12 +15,6 @@ using segment::kSkipLevels;
 
 namespace {
 
-std::uint64_t load64(const char* p) {
-  std::uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
 std::uint64_t mix(std::uint64_t h) {
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;

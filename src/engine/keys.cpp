@@ -63,9 +63,8 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   bool exists = false;
   if (probe.slot != kNone) {
     const KeySlotHeader& k = store_.key(probe.slot);
-    exists = probe.live > 0 && (k.lease_id == 0 || store_.still_unsealed(k.lease_id, now))
-                 ? true
-                 : store_.key_visible(k, now, tx.noticed);
+    exists = (probe.live > 0 && (k.lease_id == 0 || store_.still_unsealed(k.lease_id, now))) ||
+             store_.key_visible(k, now, tx.noticed);
   }
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};

@@ -46,20 +46,22 @@ struct Noticed {
   }
 };
 
+// The 8 bytes at `p`, in the machine's order.
+inline std::uint64_t load64(const char* p) noexcept {
+  std::uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
 // Whether two byte strings are equal; those of 8 to 32 bytes (most keys)
 // compare by words, with no call.
 inline bool equal_bytes(std::string_view a, std::string_view b) noexcept {
   const std::size_t n = a.size();
   if (n != b.size()) return false;
   if (n < 8 || n > 32) return a == b;
-  auto word = [](const char* p) {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  };
   for (std::size_t i = 0; i + 8 <= n; i += 8)
-    if (word(a.data() + i) != word(b.data() + i)) return false;
-  return word(a.data() + n - 8) == word(b.data() + n - 8);
+    if (load64(a.data() + i) != load64(b.data() + i)) return false;
+  return load64(a.data() + n - 8) == load64(b.data() + n - 8);
 }
 
 // Aborts the transaction: `what` read from the segment is `value`, out of range.

@@ -22,12 +22,6 @@ bool deletes(const TxnOp& del, std::string_view key) {
   return del.kind == Kind::del ? del.key == key : key.starts_with(del.key);
 }
 
-// Keys in one transaction often share a prefix and differ at the end: look
-// there first.
-bool same_key(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && (a.empty() || a.back() == b.back()) && equal_bytes(a, b);
-}
-
 Error invalid(std::string what) {
   return Error{Errc::invalid_argument, std::move(what)};
 }
@@ -101,7 +95,7 @@ Result<void> Engine::check_txn(const Txn& txn) const {
       if (op.kind == Kind::put) {
         bytes += op.key.size() + op.value.size();
         for (std::size_t i = 0; i < put_count && twice == nullptr; ++i)
-          if (same_key(puts[i]->key, op.key)) [[unlikely]]
+          if (equal_bytes(puts[i]->key, op.key)) [[unlikely]]
             twice = &op;
         puts[put_count++] = &op;
       } else if (op.kind == Kind::del || op.kind == Kind::del_prefix) {
@@ -171,8 +165,8 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
       if (store_.index_changes() != index_at_compares) return nullptr;
       const std::size_t usable = std::min(compared, kKnownProbes);
-      if (i < usable && same_key(txn.compares[i].key, key)) return &probes[i];
-      if (usable > 0 && usable == compared && same_key(txn.compares[usable - 1].key, key))
+      if (i < usable && equal_bytes(txn.compares[i].key, key)) return &probes[i];
+      if (usable > 0 && usable == compared && equal_bytes(txn.compares[usable - 1].key, key))
         return &probes[usable - 1];
       return nullptr;
     };
