@@ -53,10 +53,16 @@ run_configuration() {
   local status=0
   # No test may hang CI: each is stopped after 15 minutes (the crash-point
   # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
-  "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 || status=$?
-  # The figures the crash, torture, fuzz and wake tests report, from their logs.
-  grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \
-    "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
+  # The two shares of the crash-point sweeps run side by side, one per core;
+  # then every other test alone, as the wake-up and failover tests time.
+  local pass
+  for pass in "-L crash -j2" "-LE crash"; do
+    # shellcheck disable=SC2086  # the label and job options
+    "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 $pass || status=$?
+    # The figures the crash, torture, fuzz and wake tests report, from their logs.
+    grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \
+      "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
+  done
   echo "=== $name: ctest exited with $status"
   return "$status"
 }

@@ -5,6 +5,9 @@
 // operation or after it, never anything in between.
 //
 // ZARIS_CRASH_SCENARIO=TEXT runs only the scenarios whose name contains TEXT.
+// ZARIS_CRASH_SHARD=K/N runs the K-th of N shares of the sweeps, so that N
+// processes can run them side by side (CTest runs two): of an operation
+// sweep, every N-th scenario; of a repair sweep, every N-th death.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -701,10 +704,35 @@ bool skipped(const Scenario& s) {
   return only != nullptr && s.name.find(only) == std::string::npos;
 }
 
-// Every scenario of `list`, killed at each of its steps.
+// This process's share of the sweeps (ZARIS_CRASH_SHARD): the units of work
+// numbered `index` modulo `count`.
+struct Share {
+  int index = 0;
+  int count = 1;
+  bool mine(int unit) const { return unit % count == index; }
+};
+
+Share share() {
+  Share share;
+  const char* text = std::getenv("ZARIS_CRASH_SHARD");
+  if (text == nullptr) return share;
+  int k = 0;
+  int n = 0;
+  char end = 0;
+  BOOST_REQUIRE_MESSAGE(std::sscanf(text, "%d/%d%c", &k, &n, &end) == 2 && n >= 1 && k >= 1 &&
+                            k <= n,
+                        "ZARIS_CRASH_SHARD is K/N with 1 <= K <= N, not " << text);
+  share.index = k - 1;
+  share.count = n;
+  return share;
+}
+
+// Every scenario of `list` (of this share), killed at each of its steps.
 void sweep_operations(const std::vector<Scenario>& list) {
+  const Share ours = share();
+  int position = 0;
   for (const auto& s : list) {
-    if (skipped(s)) continue;
+    if (skipped(s) || !ours.mine(position++)) continue;
     int steps = enumerate(s);
     BOOST_TEST_MESSAGE(s.name << ": " << steps << " crash points");
     std::printf("crash points: %-45s %d\n", s.name.c_str(), steps);
@@ -714,21 +742,32 @@ void sweep_operations(const std::vector<Scenario>& list) {
 
 // Every scenario of `list`, killed at sampled steps, each death's repair
 // killed at each of its steps.
+// Deaths of other shares are only counted, to learn where the operation ends.
 void sweep_repairs(const std::vector<Scenario>& list) {
+  const Share ours = share();
+  int death = 0;
   for (const auto& s : list) {
     if (skipped(s)) continue;
     Outcomes o = outcomes(s);
     int total = 0;
     int repair_points = 0;
     for (int op_step = 1;; op_step += op_step < 20 ? kDenseStride : kSparseStride) {
+      if (!ours.mine(death++)) {
+        if (!killed_at(*prepared(s), op_step, s.operation)) break;
+        continue;
+      }
       int steps = enumerate_recovery(s, op_step, o);
       if (steps < 0) break;
       BOOST_TEST(steps > 0);
       repair_points += steps;
       ++total;
     }
-    std::printf("repair crash points: %-38s %d deaths, %d repair points\n", s.name.c_str(), total,
-                repair_points);
+    std::printf("repair crash points: %-38s %d deaths, %d repair points%s\n", s.name.c_str(),
+                total, repair_points,
+                ours.count > 1 ? (" (share " + std::to_string(ours.index + 1) + " of " +
+                                  std::to_string(ours.count) + ")")
+                                     .c_str()
+                               : "");
   }
 }
 
