@@ -178,10 +178,16 @@ class Engine {
   std::uint64_t delete_prefix_locked(Op& tx, std::int64_t now, std::string_view prefix,
                                      WriteRevision& revision);
   // txn.cpp: the checks made before the lock, and a compare under it.
-  Result<void> check_txn(const Txn& txn) const;
+  // Whether `txn` is within the limits and its compares and operations are
+  // well formed (no lock needed); if not, txn_error says why.
+  bool txn_ok(const Txn& txn) const noexcept;
+  Error txn_error(const Txn& txn) const;  // REQUIRES: !txn_ok(txn)
+  bool branch_ok(const std::vector<TxnOp>& branch) const noexcept;
   bool op_ok(const TxnOp& op) const noexcept;
   Error op_error(const TxnOp& op) const;  // REQUIRES: !op_ok(op)
-  static Error written_twice(const TxnOp& put);
+  // The first put in `branch` of a key put before it, else the first put of
+  // a key a delete of the branch removes; null if none.
+  static const TxnOp* written_twice(const std::vector<TxnOp>& branch);
   // `probe` receives find(compare.key).
   bool compare_holds(Op& tx, const Compare& compare, std::int64_t now, Store::Probe& probe);
   std::uint64_t max_txn_bytes() const;

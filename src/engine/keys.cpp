@@ -49,22 +49,24 @@ std::uint64_t Engine::take_revision(Op& tx, WriteRevision& revision) {
 Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view key,
                                      std::string_view value, const Put& options,
                                      WriteRevision& write_revision, const Store::Probe* found) {
-  std::uint64_t lease_id = options.lease.value();
-  if (lease_id != 0) {
-    std::uint32_t lease_slot = kNone;
-    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot, tx.noticed);
-    if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
-  }
+  const std::uint64_t lease_id = options.lease.value();
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   // A compare's verdict (find_visible) stands for a key its operation found
   // alive while no keep-alive has sealed the key's lease since: an operation
   // between them may have met the seal and reported the key absent.
   bool exists = false;
+  bool lease_seen = false;  // the key lives on `lease_id`, so that lease lives
   if (probe.slot != kNone) {
     const KeySlotHeader& k = store_.key(probe.slot);
     exists = (probe.live > 0 && (k.lease_id == 0 || store_.still_unsealed(k.lease_id, now))) ||
              store_.key_visible(k, now, tx.noticed);
+    lease_seen = exists && k.lease_id == lease_id;
+  }
+  if (lease_id != 0 && !lease_seen) {
+    std::uint32_t lease_slot = kNone;
+    LeaseLookup lookup = store_.lookup_lease(lease_id, now, lease_slot, tx.noticed);
+    if (lookup != LeaseLookup::live) return lease_error(lookup, options.lease);
   }
   std::uint64_t current_mod = exists ? store_.key(probe.slot).mod_revision : 0;
   if (options.if_absent && exists) return Error{Errc::already_exists, "key already exists"};

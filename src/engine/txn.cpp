@@ -67,63 +67,103 @@ Error Engine::op_error(const TxnOp& op) const {
   return invalid("unknown transaction operation");
 }
 
-Result<void> Engine::check_txn(const Txn& txn) const {
+// The tests are cheap and in one pass; the reasons (txn_error) are found
+// again, out of line, only for a transaction that fails them.
+bool Engine::txn_ok(const Txn& txn) const noexcept {
+  if ((txn.compares.size() > kMaxTxnOps) | (txn.success.size() > kMaxTxnOps) |
+      (txn.failure.size() > kMaxTxnOps))
+    return false;
+  const std::uint64_t max_key = layout_.caps.max_key_bytes;
+  bool ok = true;
+  for (const Compare& c : txn.compares)  // an empty key wraps round to the largest size
+    ok &= (c.key.size() - 1 < max_key) & (c.target <= CompareTarget::lease) &
+          (c.op <= CompareOp::greater);
+  return ok && branch_ok(txn.success) && (txn.failure.empty() || branch_ok(txn.failure));
+}
+
+bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
+  const std::uint64_t max_key = layout_.caps.max_key_bytes;
+  const std::uint64_t max_value = layout_.caps.max_value_bytes;
+  std::uint64_t bytes = 0;
+  // The keys of the first few puts; with no more puts and no delete, they
+  // are all written_twice would have to compare.
+  constexpr std::size_t kFew = 4;
+  const std::string* few[kFew];
+  std::size_t puts = 0;
+  bool deletes = false;
+  for (const TxnOp& op : branch) {
+    if (op.kind == Kind::put) [[likely]] {
+      if (!((op.key.size() - 1 < max_key) & (op.value.size() <= max_value))) return false;
+      bytes += op.key.size() + op.value.size();
+      if (puts < kFew) few[puts] = &op.key;
+      ++puts;
+    } else {
+      if (!op_ok(op)) return false;
+      deletes |= op.kind == Kind::del || op.kind == Kind::del_prefix;
+    }
+  }
+  if (bytes > max_txn_bytes()) return false;
+  if (deletes || puts > kFew) return written_twice(branch) == nullptr;
+  for (std::size_t i = 1; i < puts; ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (equal_bytes(*few[j], *few[i])) return false;
+  return true;
+}
+
+// etcd's rule: a key is put at most once in a branch, and not also deleted.
+// Quadratic in the branch's length, which is at most kMaxTxnOps.
+const TxnOp* Engine::written_twice(const std::vector<TxnOp>& branch) {
+  const TxnOp* const first = branch.data();
+  const std::size_t n = branch.size();
+  bool deletes_some = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const TxnOp& op = first[i];
+    if (op.kind != Kind::put) {
+      deletes_some |= op.kind == Kind::del || op.kind == Kind::del_prefix;
+      continue;
+    }
+    for (std::size_t j = 0; j < i; ++j)
+      if (first[j].kind == Kind::put && equal_bytes(first[j].key, op.key)) return &op;
+  }
+  if (!deletes_some) return nullptr;
+  for (std::size_t d = 0; d < n; ++d) {
+    const TxnOp& del = first[d];
+    if (del.kind != Kind::del && del.kind != Kind::del_prefix) continue;
+    for (std::size_t i = 0; i < n; ++i)
+      if (first[i].kind == Kind::put && deletes(del, first[i].key)) return &first[i];
+  }
+  return nullptr;
+}
+
+// The first fault txn_ok met, in its order: the sizes, each compare, then in
+// each branch an operation's own fault, a key written twice, the bytes.
+Error Engine::txn_error(const Txn& txn) const {
   if (txn.compares.size() > kMaxTxnOps || txn.success.size() > kMaxTxnOps ||
-      txn.failure.size() > kMaxTxnOps) [[unlikely]]
+      txn.failure.size() > kMaxTxnOps)
     return invalid("a transaction holds at most " + std::to_string(kMaxTxnOps) +
                    " compares and " + std::to_string(kMaxTxnOps) + " operations per branch");
   for (const Compare& c : txn.compares) {
-    if (!key_ok(c.key)) [[unlikely]]
-      return invalid("compare: " + key_error(c.key).message);
-    if (c.target > CompareTarget::lease) [[unlikely]]
-      return invalid("compare: unknown target");
-    if (c.op > CompareOp::greater) [[unlikely]]
-      return invalid("compare: unknown operator");
+    if (!key_ok(c.key)) return invalid("compare: " + key_error(c.key).message);
+    if (c.target > CompareTarget::lease) return invalid("compare: unknown target");
+    if (c.op > CompareOp::greater) return invalid("compare: unknown operator");
   }
   const std::uint64_t most = max_txn_bytes();
   for (const std::vector<TxnOp>* branch : {&txn.success, &txn.failure}) {
-    // etcd's rule, in the same pass: a key is put at most once in a branch,
-    // and not also deleted.
-    const TxnOp* puts[kMaxTxnOps];  // only [0, put_count) is read; the sizes are checked above
-    std::size_t put_count = 0;
-    const TxnOp* twice = nullptr;  // the first put of a key put before it
-    bool deletes_some = false;
     std::uint64_t bytes = 0;
     for (const TxnOp& op : *branch) {
-      if (!op_ok(op)) [[unlikely]]
-        return op_error(op);
-      if (op.kind == Kind::put) {
-        bytes += op.key.size() + op.value.size();
-        for (std::size_t i = 0; i < put_count && twice == nullptr; ++i)
-          if (equal_bytes(puts[i]->key, op.key)) [[unlikely]]
-            twice = &op;
-        puts[put_count++] = &op;
-      } else if (op.kind == Kind::del || op.kind == Kind::del_prefix) {
-        deletes_some = true;
-      }
+      if (!op_ok(op)) return op_error(op);
+      if (op.kind == Kind::put) bytes += op.key.size() + op.value.size();
     }
-    if (twice != nullptr) [[unlikely]]
-      return written_twice(*twice);
-    if (deletes_some && put_count > 0) {
-      for (const TxnOp& del : *branch) {
-        if (del.kind != Kind::del && del.kind != Kind::del_prefix) continue;
-        for (std::size_t i = 0; i < put_count; ++i)
-          if (deletes(del, puts[i]->key)) [[unlikely]]
-            return written_twice(*puts[i]);
-      }
-    }
-    if (bytes > most) [[unlikely]]
+    if (const TxnOp* put = written_twice(*branch))
+      return invalid("key " + put->key + " is written twice in one transaction branch");
+    if (bytes > most)
       return invalid("a transaction branch puts " + std::to_string(bytes) +
                      " bytes of keys and values; this segment allows " + std::to_string(most));
   }
-  return {};
+  return invalid("transaction refused");  // not reached while txn_ok and this agree
 }
 
-Error Engine::written_twice(const TxnOp& put) {
-  return invalid("key " + put.key + " is written twice in one transaction branch");
-}
-
-bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
+inline bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Probe& probe) {
   const KeySlotHeader* k = find_visible(tx, now, c.key, probe);
   switch (c.target) {
     case CompareTarget::value: {
@@ -142,31 +182,46 @@ bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, Store::Pr
 }
 
 Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
-  if (auto bad = check_txn(txn); !bad) return bad;
+  if (!txn_ok(txn)) [[unlikely]]
+    return txn_error(txn);
   auto done = locked<std::uint64_t>(Reap::yes, [&](Op& tx, std::int64_t now)
                                                    -> Result<std::uint64_t> {
     // The keys the first compares found: an operation on the same key (a
     // lock's "create it if absent", a version-checked put) need not look it
-    // up again while no key has entered or left the index since.
-    Store::Probe probes[kKnownProbes];
+    // up again while no key has entered or left the index since. Left
+    // uninitialised: compare_holds writes each probe [0, compared) before
+    // anything reads it.
+    union Known {
+      Known() {}
+      Store::Probe probes[kKnownProbes];
+    } known_lookups;
+    Store::Probe* const probes = known_lookups.probes;
     const std::uint64_t index_at_compares = store_.index_changes();
+    const Compare* const compares = txn.compares.data();
+    const std::size_t compare_count = txn.compares.size();
     std::size_t compared = 0;
     bool succeeded = true;
-    Store::Probe beyond;  // the lookups of compares past the first kKnownProbes
-    for (const Compare& c : txn.compares) {
-      Store::Probe& probe = compared < kKnownProbes ? probes[compared] : beyond;
+    while (compared < compare_count) {
+      const Compare& c = compares[compared];
+      bool holds;
+      if (compared < kKnownProbes) {
+        holds = compare_holds(tx, c, now, probes[compared]);
+      } else {
+        Store::Probe beyond;
+        holds = compare_holds(tx, c, now, beyond);
+      }
       ++compared;
-      if (!compare_holds(tx, c, now, probe)) {
+      if (!holds) {
         succeeded = false;
         break;
       }
     }
     // Tries the compare at the operation's own index, then the last one.
+    const std::size_t usable = std::min(compared, kKnownProbes);
     auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
       if (store_.index_changes() != index_at_compares) return nullptr;
-      const std::size_t usable = std::min(compared, kKnownProbes);
-      if (i < usable && equal_bytes(txn.compares[i].key, key)) return &probes[i];
-      if (usable > 0 && usable == compared && equal_bytes(txn.compares[usable - 1].key, key))
+      if (i < usable && equal_bytes(compares[i].key, key)) return &probes[i];
+      if (usable > 0 && usable == compared && equal_bytes(compares[usable - 1].key, key))
         return &probes[usable - 1];
       return nullptr;
     };
@@ -174,8 +229,8 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     // write of the branch touch its key. A get or a delete may follow a
     // delete of the same key (or of a prefix over it): the position only,
     // and the key judged again.
-    Store::Probe position;
-    auto where = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
+    auto where = [&](std::size_t i, const std::string& key,
+                     Store::Probe& position) -> const Store::Probe* {
       const Store::Probe* found = known(i, key);
       if (found == nullptr) return nullptr;
       position = *found;
@@ -183,14 +238,16 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
       return &position;
     };
     const std::vector<TxnOp>& branch = succeeded ? txn.success : txn.failure;
-    const std::size_t ops = branch.size();
+    const TxnOp* const ops = branch.data();
+    const std::size_t op_count = branch.size();
     out.succeeded = succeeded;
-    if (out.results.size() != ops) out.results.resize(ops);
+    if (out.results.size() != op_count) out.results.resize(op_count);
+    TxnOpResult* const results = out.results.data();
     WriteRevision revision;
     try {
-      for (std::size_t i = 0; i < ops; ++i) {
-        const TxnOp& op = branch[i];
-        TxnOpResult& r = out.results[i];
+      for (std::size_t i = 0; i < op_count; ++i) {
+        const TxnOp& op = ops[i];
+        TxnOpResult& r = results[i];
         r.kind = op.kind;
         r.more = false;
         r.deleted = 0;
@@ -204,7 +261,9 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
           }
           case Kind::get: {
             Store::Probe probe;
-            if (const KeySlotHeader* k = find_visible(tx, now, op.key, probe, where(i, op.key))) {
+            Store::Probe position;
+            if (const KeySlotHeader* k =
+                    find_visible(tx, now, op.key, probe, where(i, op.key, position))) {
               if (r.kvs.empty()) r.kvs.emplace_back();
               fill(*k, r.kvs[0], !op.options.keys_only);
               kept = 1;
@@ -212,9 +271,12 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
             break;
           }
           case Kind::range: kept = range_locked(tx, now, op.key, op.options, r.kvs, r.more); break;
-          case Kind::del:
-            r.deleted = delete_key_locked(tx, now, op.key, revision, where(i, op.key)) ? 1 : 0;
+          case Kind::del: {
+            Store::Probe position;
+            r.deleted =
+                delete_key_locked(tx, now, op.key, revision, where(i, op.key, position)) ? 1 : 0;
             break;
+          }
           case Kind::del_prefix: r.deleted = delete_prefix_locked(tx, now, op.key, revision); break;
         }
         if (r.kvs.size() != kept) r.kvs.resize(kept);
@@ -222,8 +284,10 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
       // A keep-alive without the lock may have found a lease past its
       // deadline (or its owner dead) and sealed it since its put checked it:
       // a key put under a lease that ended would be seen by watchers, never
-      // by a read. A deadline word still unsealed needs no second look.
-      for (const TxnOp& op : branch) {
+      // by a read. A deadline word still unsealed needs no second look. A put
+      // that ends the branch checked its lease as late as a plain put does.
+      for (std::size_t i = 0; i + 1 < op_count; ++i) {
+        const TxnOp& op = ops[i];
         if (op.kind != Kind::put || !op.lease) continue;
         if (store_.still_unsealed(op.lease.value(), now)) [[likely]]
           continue;

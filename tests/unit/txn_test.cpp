@@ -436,6 +436,36 @@ BOOST_FIXTURE_TEST_CASE(a_branch_of_the_largest_size_fits_and_one_byte_more_is_r
   require_consistent();
 }
 
+// Keys are compared by words where they have 8 to 32 bytes: a key differing
+// from another in any one byte, at any length about those word bounds, is
+// another key; the same key twice is refused.
+BOOST_FIXTURE_TEST_CASE(keys_differing_in_any_one_byte_are_different_keys, RoomyFixture) {
+  for (std::size_t n : {1, 7, 8, 9, 15, 16, 17, 23, 24, 25, 31, 32, 33, 40}) {
+    const std::string base(n, 'a');
+    BOOST_TEST(client->txn(Txn().then(TxnOp::put(base, "1")).then(TxnOp::put(base, "2"))).code() ==
+               Errc::invalid_argument);
+    for (std::size_t at = 0; at < n; ++at) {
+      std::string other = base;
+      other[at] = 'b';
+      auto both = client->txn(Txn().then(TxnOp::put(base, "1")).then(TxnOp::put(other, "2")));
+      BOOST_TEST_REQUIRE(both.ok(), "length " << n << ", byte " << at << ": "
+                                              << (both.ok() ? "" : both.error().message));
+      BOOST_TEST((*client->get(base))->value == "1");
+      BOOST_TEST((*client->get(other))->value == "2");
+      // And a compare on one of them serves only that one.
+      auto moved = client->txn(Txn()
+                                   .when(Compare::value(other) == "2")
+                                   .then(TxnOp::put(base, "3"))
+                                   .then(TxnOp::put(other, "4")));
+      BOOST_TEST_REQUIRE(moved.ok());
+      BOOST_TEST(moved->succeeded);
+      BOOST_TEST((*client->get(base))->value == "3");
+      BOOST_TEST((*client->get(other))->value == "4");
+      BOOST_REQUIRE(client->del(other).ok());
+    }
+  }
+}
+
 BOOST_FIXTURE_TEST_CASE(a_prefix_delete_too_large_for_the_journal_is_refused_whole,
                         RoomyFixture) {
   for (int i = 0; i < 3000; ++i) BOOST_REQUIRE(client->put("many/" + std::to_string(i), "v").ok());
