@@ -181,12 +181,13 @@ class Engine {
   // Whether `txn` is within the limits and its compares and operations are
   // well formed (no lock needed); if not, txn_error says why.
   bool txn_ok(const Txn& txn) const noexcept;
-  Error txn_error(const Txn& txn) const;  // REQUIRES: !txn_ok(txn)
+  [[gnu::cold, gnu::noinline]] Error txn_error(const Txn& txn) const;  // REQUIRES: !txn_ok(txn)
   bool branch_ok(const std::vector<TxnOp>& branch) const noexcept;
   bool op_ok(const TxnOp& op) const noexcept;
   Error op_error(const TxnOp& op) const;  // REQUIRES: !op_ok(op)
-  // The first put in `branch` of a key put before it, else the first put of
-  // a key a delete of the branch removes; null if none.
+  // The first put in `branch` of a key put before it; else, for the first
+  // delete that removes a key the branch puts, the first such put; null if
+  // none.
   static const TxnOp* written_twice(const std::vector<TxnOp>& branch);
   // `probe` receives find(compare.key).
   bool compare_holds(Op& tx, const Compare& compare, std::int64_t now, Store::Probe& probe);

@@ -54,7 +54,10 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   // A compare's verdict (find_visible) stands for a key its operation found
   // alive while no keep-alive has sealed the key's lease since: an operation
-  // between them may have met the seal and reported the key absent.
+  // between them may have met the seal and reported the key absent. A key
+  // alive on the put's own lease stands for that lease too (with a compare's
+  // verdict, an owner that died since the compare and that nothing sealed
+  // yet ends the lease as if it had died just after the commit).
   bool exists = false;
   bool lease_seen = false;  // the key lives on `lease_id`, so that lease lives
   if (probe.slot != kNone) {

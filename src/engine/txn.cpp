@@ -90,7 +90,7 @@ bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
   constexpr std::size_t kFew = 4;
   const std::string* few[kFew];
   std::size_t puts = 0;
-  bool deletes = false;
+  bool deleting = false;
   for (const TxnOp& op : branch) {
     if (op.kind == Kind::put) [[likely]] {
       if (!((op.key.size() - 1 < max_key) & (op.value.size() <= max_value))) return false;
@@ -99,11 +99,11 @@ bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
       ++puts;
     } else {
       if (!op_ok(op)) return false;
-      deletes |= op.kind == Kind::del || op.kind == Kind::del_prefix;
+      deleting |= op.kind == Kind::del || op.kind == Kind::del_prefix;
     }
   }
   if (bytes > max_txn_bytes()) return false;
-  if (deletes || puts > kFew) return written_twice(branch) == nullptr;
+  if (puts > kFew || (deleting && puts > 0)) return written_twice(branch) == nullptr;
   for (std::size_t i = 1; i < puts; ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (equal_bytes(*few[j], *few[i])) return false;
@@ -135,8 +135,9 @@ const TxnOp* Engine::written_twice(const std::vector<TxnOp>& branch) {
   return nullptr;
 }
 
-// The first fault txn_ok met, in its order: the sizes, each compare, then in
-// each branch an operation's own fault, a key written twice, the bytes.
+// The first fault, in this order: the sizes, each compare, then in each
+// branch (the "then" branch first) an operation's own fault, a key written
+// twice, the bytes.
 Error Engine::txn_error(const Txn& txn) const {
   if (txn.compares.size() > kMaxTxnOps || txn.success.size() > kMaxTxnOps ||
       txn.failure.size() > kMaxTxnOps)

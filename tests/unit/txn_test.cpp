@@ -395,6 +395,58 @@ struct RoomyFixture : SegmentFixture {
   RoomyFixture() : SegmentFixture(roomy_segment(), "txn") {}
 };
 
+// Which fault a transaction with several is refused for: the sizes, then each
+// compare, then in each branch ("then" first) an operation's own fault, a key
+// written twice, the bytes.
+BOOST_FIXTURE_TEST_CASE(the_first_fault_is_the_one_reported, RoomyFixture) {
+  BOOST_REQUIRE(client->put("k", "v").ok());
+  std::uint64_t before = revision_of(*client);
+  auto refusal = [&](const Txn& txn) {
+    auto r = client->txn(txn);
+    BOOST_REQUIRE(!r.ok());
+    BOOST_TEST(revision_of(*client) == before);
+    return r.error();
+  };
+  const std::string long_key(257, 'k');
+  const TxnOp twice = TxnOp::put("k", "again");
+  const TxnOp write = TxnOp::put("k", "changed");
+  // An operation's own fault comes before a key written twice, wherever it is.
+  auto own = refusal(Txn().then(write).then(twice).then(TxnOp::put(long_key, "x")));
+  BOOST_TEST((own.code == Errc::too_large));
+  BOOST_TEST(own.message.find("written twice") == std::string::npos);
+  // A compare's fault comes before the branches'; its key too long is
+  // invalid_argument, where a put's is too_large.
+  auto compare = refusal(Txn().when(Compare::version(long_key) == 0).then(TxnOp::put(long_key, "")));
+  BOOST_TEST((compare.code == Errc::invalid_argument));
+  BOOST_TEST(compare.message.find("compare") != std::string::npos);
+  // A key written twice comes before the bytes.
+  const std::uint64_t limit = client->info()->max_txn_bytes;
+  Txn heavy = Txn().then(write).then(twice);
+  for (int i = 0; static_cast<std::uint64_t>(i) * 1024 <= limit; ++i)
+    heavy.then(TxnOp::put("heavy/" + std::to_string(i), std::string(1024, 'h')));
+  BOOST_TEST(refusal(heavy).message.find("written twice") != std::string::npos);
+  heavy.success.erase(heavy.success.begin() + 1);
+  BOOST_TEST(refusal(heavy).message.find("bytes") != std::string::npos);
+  // The "then" branch's fault before the "else" branch's.
+  auto first = refusal(Txn()
+                           .when(Compare::version("k") == 9)
+                           .then(TxnOp::put(long_key, ""))
+                           .otherwise(write)
+                           .otherwise(twice));
+  BOOST_TEST((first.code == Errc::too_large));
+  // Past the first few puts, and with a delete, the rule still holds.
+  Txn many;
+  for (int i = 0; i < 6; ++i) many.then(TxnOp::put("many/" + std::to_string(i), "x"));
+  BOOST_TEST(client->txn(many).ok());
+  before = revision_of(*client);
+  many.then(TxnOp::put("many/3", "y"));
+  BOOST_TEST(refusal(many).message.find("many/3 is written twice") != std::string::npos);
+  many.success.pop_back();
+  many.then(TxnOp::del_prefix("many/5"));
+  BOOST_TEST(refusal(many).message.find("many/5 is written twice") != std::string::npos);
+  BOOST_TEST((*client->get("k"))->value == "v");
+}
+
 BOOST_FIXTURE_TEST_CASE(a_branch_of_the_largest_size_fits_and_one_byte_more_is_refused,
                         RoomyFixture) {
   const std::uint64_t limit = client->info()->max_txn_bytes;
