@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The installed zaris, as a user gets it, from a configured and built BUILD_DIR:
+#   1. `cmake --install` into a fresh prefix; a project outside the tree
+#      (tests/package) builds against it with find_package(zaris) and with
+#      pkg-config, statically and against libzaris.so, and runs;
+#   2. `cpack -G DEB` makes libzaris0, libzaris-dev and zaris-tools; apt
+#      resolves their dependencies on this system (a simulated install);
+#      each unpacked into another fresh prefix holds what its part should,
+#      and the same consumers build and run against it, zarisctl too.
+#
+#   scripts/package_test.sh BUILD_DIR
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$(cd "${1:?usage: scripts/package_test.sh BUILD_DIR}" && pwd)"
+work="$(mktemp -d /tmp/zaris-package-XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+
+fail() {
+  echo "package_test: $*" >&2
+  exit 1
+}
+
+# consumers PREFIX LIBDIR: builds tests/package against the zaris in PREFIX
+# (its libraries in LIBDIR) both ways, and runs every program built.
+consumers() {
+  local prefix="$1" libdir="$2" out
+  out="$(mktemp -d "$work/consumer-XXXXXX")"
+  cmake -S "$root/tests/package" -B "$out/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_TYPE=Release > "$out/configure.log" || { cat "$out/configure.log"; fail "configure"; }
+  cmake --build "$out/cmake" > "$out/build.log" || { cat "$out/build.log"; fail "cmake build"; }
+  # pkg-config finds the .pc in the prefix; its paths are relative to it.
+  local pc="$libdir/pkgconfig"
+  [ -f "$pc/zaris.pc" ] || fail "no zaris.pc in $pc"
+  # shellcheck disable=SC2046  # pkg-config's flags are words
+  g++ -std=c++20 -O2 -o "$out/consumer_pc" "$root/tests/package/consumer.cpp" \
+    $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs zaris)
+  # shellcheck disable=SC2046
+  g++ -std=c++20 -O2 -static-libstdc++ -o "$out/consumer_pc_static" \
+    "$root/tests/package/consumer.cpp" $(PKG_CONFIG_PATH="$pc" pkg-config --static --cflags zaris) \
+    "$libdir/libzaris.a" $(PKG_CONFIG_PATH="$pc" pkg-config --static --libs-only-l zaris | sed 's/-lzaris//')
+  local program
+  for program in "$out/cmake/consumer" "$out/cmake/consumer_static" "$out/consumer_pc" \
+    "$out/consumer_pc_static"; do
+    LD_LIBRARY_PATH="$libdir" "$program" | grep -qx "consumer OK" || fail "$program failed"
+  done
+  # The shared builds use the installed libzaris.so.0, the static ones none.
+  LD_LIBRARY_PATH="$libdir" ldd "$out/cmake/consumer" | grep -q "$libdir/libzaris.so.0" ||
+    fail "consumer does not use $libdir/libzaris.so.0"
+  if ldd "$out/cmake/consumer_static" | grep -q libzaris; then fail "consumer_static uses libzaris.so"; fi
+  echo "package_test: consumers built and ran against $prefix"
+}
+
+# 1. cmake --install
+cmake --install "$build" --prefix "$work/installed" > "$work/install.log"
+libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")"
+consumers "$work/installed" "$work/installed/$libdir"
+
+# 2. the Debian packages
+(cd "$build" && cpack -G DEB > "$work/cpack.log") || { cat "$work/cpack.log"; fail "cpack"; }
+version="$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")"
+debs=()
+for package in "libzaris0_${version}" "libzaris-dev_${version}" "zaris-tools_${version}"; do
+  deb="$(ls "$build/${package}"_*.deb 2>/dev/null | head -1)"
+  [ -n "$deb" ] || fail "cpack made no ${package}_*.deb"
+  debs+=("$deb")
+done
+# apt would install them here (every dependency resolves), in a dry run.
+apt-get install --simulate --no-install-recommends "${debs[@]}" > "$work/apt.log" 2>&1 ||
+  { cat "$work/apt.log"; fail "apt cannot install the packages"; }
+# What each holds.
+expect() {  # expect DEB PATH...: DEB holds each PATH (a regex on dpkg-deb -c)
+  local deb="$1" listing
+  shift
+  listing="$(dpkg-deb -c "$deb")"
+  for path in "$@"; do
+    grep -qE "\./usr/$path( |$)" <<< "$listing" || fail "$(basename "$deb") lacks /usr/$path"
+  done
+}
+expect "${debs[0]}" "$libdir/libzaris\.so\.0" "$libdir/libzaris\.so\.${version//./\\.}"
+expect "${debs[1]}" "include/zaris/zaris\.hpp" "$libdir/libzaris\.so" "$libdir/libzaris\.a" \
+  "$libdir/cmake/zaris/zarisConfig\.cmake" "$libdir/pkgconfig/zaris\.pc"
+expect "${debs[2]}" "bin/zarisctl" "share/man/man1/zarisctl\.1(\.gz)?" \
+  "share/bash-completion/completions/zarisctl" "lib/systemd/system/zaris-janitor@\.service"
+dpkg-deb -f "${debs[1]}" Depends | grep -q "libzaris0 (= $version)" || fail "libzaris-dev's Depends"
+dpkg-deb -f "${debs[2]}" Depends | grep -q "libzaris0 (= $version)" || fail "zaris-tools' Depends"
+unpacked="$work/unpacked"
+for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$unpacked"; done
+dpkg-deb --fsys-tarfile "${debs[2]}" | tar -xO ./usr/lib/systemd/system/zaris-janitor@.service |
+  grep -q "^ExecStart=/usr/bin/zarisctl " || fail "the janitor's unit does not run /usr/bin/zarisctl"
+LD_LIBRARY_PATH="$unpacked/usr/$libdir" "$unpacked/usr/bin/zarisctl" --version > /dev/null ||
+  fail "the packaged zarisctl does not run"
+consumers "$unpacked/usr" "$unpacked/usr/$libdir"
+echo "package_test: OK ($(cd "$build" && ls ./*.deb | tr '\n' ' '))"
