@@ -3,7 +3,8 @@
 #
 #   scripts/test.sh           Release build in build/ (its tests, then
 #                             scripts/package_test.sh: the installed library
-#                             and the .deb packages), then ASan+UBSan
+#                             and the .deb packages; then the API reference),
+#                             then ASan+UBSan
 #                             (build-asan/) and TSan (build-tsan/) builds, each
 #                             with its own ctest run, then a bounded run of the
 #                             segment fuzz target (clang, build-fuzz/).
@@ -71,9 +72,11 @@ run_configuration() {
       "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   done
   echo "=== $name: ctest exited with $status"
-  # The installed library and the Debian packages, from the Release build.
+  # The installed library and the Debian packages, from the Release build,
+  # and the API reference (Doxygen, failing on any warning).
   if [ "$name" = release ]; then
     bash scripts/package_test.sh "$dir" || status=$?
+    cmake --build "$dir" --target doc || status=$?
   fi
   return "$status"
 }
