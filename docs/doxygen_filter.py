@@ -7,7 +7,9 @@ Doxygen's, on the fly, so that the headers stay as they are:
   - a block of `//` lines documents what follows it (`///`);
   - a `//` after a member documents that member (`///<`), and so does a
     comment-only line that continues it;
-  - a comment after a brace or a preprocessor line stays a plain comment.
+  - a comment after a brace or a preprocessor line stays a plain comment;
+  - the C header's `/* */` blocks become `/** */` (and `/**< */` after a
+    member) by the same rules.
 In the comments' text, characters Doxygen would take for markup outside
 backquoted code (`<`, `>`, `&`, `@`, `#`, `\\`) are escaped.
 """
@@ -23,6 +25,14 @@ def escape(text):
         else:
             out.append(re.sub(r'([<>&@#\\])', r'\\\1', part))
     return ''.join(out)
+
+
+def escape_block(text):
+    """escape() for a line of a /* */ block, leaving its */ alone."""
+    end = text.find('*/')
+    if end < 0:
+        return escape(text)
+    return escape(text[:end]) + text[end:]
 
 
 def trailing_comment(line):
@@ -47,8 +57,36 @@ def main():
     out = []
     in_header = True       # still in the file's opening comment
     after_member = False   # the previous line ended with a member's comment
+    in_block = False       # inside a /* */ comment (the C header's)
     for line in lines:
         stripped = line.lstrip()
+        indent = line[:len(line) - len(stripped)]
+        if in_block or stripped.startswith('/*'):
+            # A block opening a line documents what follows it, except the
+            # file's first, which documents the file; one after a member
+            # documents that member. Its text is escaped as above.
+            if not in_block:
+                body = stripped[3:] if stripped.startswith('/**') else stripped[2:]
+                if body.lstrip().startswith('----'):
+                    head = '/*'  # a heading between groups: no one's documentation
+                elif not out:
+                    head = '/** \\file\n' + indent + ' *'
+                else:
+                    head = '/**'
+                line = indent + head + (body if head == '/*' else escape_block(body))
+            else:
+                line = escape_block(line)
+            in_block = '*/' not in stripped or stripped.endswith('/*')
+            in_header = False
+            out.append(line)
+            continue
+        at = line.find('/*')
+        if at > 0 and line[:at].strip() and '*/' in line[at:] and not line[:at].lstrip().startswith('#'):
+            end = line.index('*/', at)
+            out.append(line[:at] + '/**<' + escape(line[at + 2:end]) + line[end:])
+            after_member = False
+            in_header = False
+            continue
         if stripped.startswith('//'):
             text = stripped[2:]
             indent = line[:len(line) - len(stripped)]

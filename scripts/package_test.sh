@@ -2,7 +2,8 @@
 # The installed zaris, as a user gets it, from a configured and built BUILD_DIR:
 #   1. `cmake --install` into a fresh prefix; a project outside the tree
 #      (tests/package) builds against it with find_package(zaris) and with
-#      pkg-config, statically and against libzaris.so, and runs;
+#      pkg-config, statically and against libzaris.so, and runs, and so
+#      does a C program over the C ABI (zaris/zaris.h);
 #   2. `cpack -G DEB` makes libzaris0, libzaris-dev and zaris-tools; apt
 #      resolves their dependencies on this system (a simulated install);
 #      each unpacked into another fresh prefix holds what its part should,
@@ -13,7 +14,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:?usage: scripts/package_test.sh BUILD_DIR}" && pwd)"
 work="$(mktemp -d /tmp/zaris-package-XXXXXX)"
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${ZARIS_KEEP_PACKAGE_TEST:-}" ] || rm -rf "$work"' EXIT
 
 fail() {
   echo "package_test: $*" >&2
@@ -38,15 +39,25 @@ consumers() {
   g++ -std=c++20 -O2 -static-libstdc++ -o "$out/consumer_pc_static" \
     "$root/tests/package/consumer.cpp" $(PKG_CONFIG_PATH="$pc" pkg-config --static --cflags zaris) \
     "$libdir/libzaris.a" $(PKG_CONFIG_PATH="$pc" pkg-config --static --libs-only-l zaris | sed 's/-lzaris//')
+  # And a C program over the C ABI, against libzaris.so.
+  # shellcheck disable=SC2046
+  gcc -std=c11 -Wall -Wextra -Werror -pedantic -o "$out/consumer_c" \
+    "$root/tests/package/consumer.c" $(PKG_CONFIG_PATH="$pc" pkg-config --cflags --libs zaris)
   local program
   for program in "$out/cmake/consumer" "$out/cmake/consumer_static" "$out/consumer_pc" \
     "$out/consumer_pc_static"; do
-    LD_LIBRARY_PATH="$libdir" "$program" | grep -qx "consumer OK" || fail "$program failed"
+    grep -qx "consumer OK" <<< "$(LD_LIBRARY_PATH="$libdir" "$program")" || fail "$program failed"
   done
+  grep -qx "c consumer OK" <<< "$(LD_LIBRARY_PATH="$libdir" "$out/consumer_c")" ||
+    fail "consumer_c failed"
   # The shared builds use the installed libzaris.so.0, the static ones none.
-  LD_LIBRARY_PATH="$libdir" ldd "$out/cmake/consumer" | grep -q "$libdir/libzaris.so.0" ||
+  # (Each listing is read whole before grep looks: grep -q on a pipe would
+  # cut the writer off, which pipefail reports as a failure.)
+  grep -q "$libdir/libzaris.so.0" <<< "$(LD_LIBRARY_PATH="$libdir" ldd "$out/cmake/consumer")" ||
     fail "consumer does not use $libdir/libzaris.so.0"
-  if ldd "$out/cmake/consumer_static" | grep -q libzaris; then fail "consumer_static uses libzaris.so"; fi
+  if grep -q libzaris <<< "$(ldd "$out/cmake/consumer_static")"; then
+    fail "consumer_static uses libzaris.so"
+  fi
   echo "package_test: consumers built and ran against $prefix"
 }
 
@@ -81,12 +92,14 @@ expect "${debs[1]}" "include/zaris/zaris\.hpp" "$libdir/libzaris\.so" "$libdir/l
   "$libdir/cmake/zaris/zarisConfig\.cmake" "$libdir/pkgconfig/zaris\.pc"
 expect "${debs[2]}" "bin/zarisctl" "share/man/man1/zarisctl\.1(\.gz)?" \
   "share/bash-completion/completions/zarisctl" "lib/systemd/system/zaris-janitor@\.service"
-dpkg-deb -f "${debs[1]}" Depends | grep -q "libzaris0 (= $version)" || fail "libzaris-dev's Depends"
-dpkg-deb -f "${debs[2]}" Depends | grep -q "libzaris0 (= $version)" || fail "zaris-tools' Depends"
+grep -qF "libzaris0 (= $version)" <<< "$(dpkg-deb -f "${debs[1]}" Depends)" ||
+  fail "libzaris-dev's Depends"
+grep -qF "libzaris0 (= $version)" <<< "$(dpkg-deb -f "${debs[2]}" Depends)" ||
+  fail "zaris-tools' Depends"
 unpacked="$work/unpacked"
 for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$unpacked"; done
-dpkg-deb --fsys-tarfile "${debs[2]}" | tar -xO ./usr/lib/systemd/system/zaris-janitor@.service |
-  grep -q "^ExecStart=/usr/bin/zarisctl " || fail "the janitor's unit does not run /usr/bin/zarisctl"
+grep -q "^ExecStart=/usr/bin/zarisctl " < "$unpacked/usr/lib/systemd/system/zaris-janitor@.service" ||
+  fail "the janitor's unit does not run /usr/bin/zarisctl"
 LD_LIBRARY_PATH="$unpacked/usr/$libdir" "$unpacked/usr/bin/zarisctl" --version > /dev/null ||
   fail "the packaged zarisctl does not run"
 consumers "$unpacked/usr" "$unpacked/usr/$libdir"

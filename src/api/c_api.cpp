@@ -1,0 +1,567 @@
+// The C ABI (zaris/zaris.h) over the C++ API: each function checks its
+// pointers, calls the C++ API and turns its Result into a code, keeping the
+// message for zaris_last_error(). Nothing escapes as an exception.
+#include "zaris/zaris.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zaris/zaris.hpp"
+
+struct zaris_client {
+  zaris::Client client;
+};
+
+struct zaris_range {
+  zaris::RangeResult result;
+};
+
+struct zaris_watcher {
+  zaris::Watcher watcher;
+};
+
+struct zaris_events {
+  std::vector<zaris::Event> events;
+};
+
+struct zaris_session {
+  std::unique_ptr<zaris::Session> session;
+};
+
+struct zaris_mutex {
+  zaris::Mutex mutex;
+};
+
+struct zaris_election {
+  zaris::Election election;
+};
+
+namespace {
+
+static_assert(ZARIS_NOT_OWNER == static_cast<int>(zaris::Errc::not_owner),
+              "zaris.h's codes are zaris::Errc's");
+static_assert(ZARIS_EVENT_DELETE == static_cast<int>(zaris::EventType::del));
+static_assert(ZARIS_REASON_OWNER_DIED == static_cast<int>(zaris::DeleteReason::owner_died));
+
+constexpr int kOk = ZARIS_OK;
+
+thread_local std::string t_last_error;
+
+int fail(zaris::Errc code, std::string message) {
+  t_last_error = std::move(message);
+  return static_cast<int>(code);
+}
+
+int fail(const zaris::Error& error) {
+  return fail(error.code, error.message);
+}
+
+int invalid(const char* what) {
+  return fail(zaris::Errc::invalid_argument, what);
+}
+
+// Runs `body`, which returns a code; an exception (out of memory, above all)
+// becomes one.
+template <typename Body>
+int guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(zaris::Errc::no_space, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(zaris::Errc::io_error, e.what());
+  } catch (...) {
+    return fail(zaris::Errc::io_error, "unknown exception");
+  }
+}
+
+// Bytes the caller passed; null is allowed only with length 0.
+bool bytes_ok(const void* data, std::size_t length) {
+  return data != nullptr || length == 0;
+}
+
+std::string_view bytes(const void* data, std::size_t length) {
+  return length == 0 ? std::string_view() : std::string_view(static_cast<const char*>(data), length);
+}
+
+std::chrono::nanoseconds timeout_of(std::int64_t timeout_ns) {
+  return timeout_ns < 0 ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds(timeout_ns);
+}
+
+// Copies `data` into the caller's buffer, or says how large it must be.
+int give(std::string_view data, void* buffer, std::size_t capacity, std::size_t* length) {
+  *length = data.size();
+  if (data.size() > capacity)
+    return fail(zaris::Errc::too_large, "the buffer holds " + std::to_string(capacity) +
+                                            " bytes; " + std::to_string(data.size()) + " needed");
+  if (!data.empty()) std::memcpy(buffer, data.data(), data.size());
+  return kOk;
+}
+
+zaris::SegmentOptions segment_options(const zaris_segment_options* options) {
+  zaris::SegmentOptions out;
+  if (options == nullptr) return out;
+  out.max_leases = options->max_leases;
+  out.max_keys = options->max_keys;
+  out.max_key_bytes = options->max_key_bytes;
+  out.max_value_bytes = options->max_value_bytes;
+  out.max_events = options->max_events;
+  out.max_processes = options->max_processes;
+  out.mode = static_cast<mode_t>(options->mode);
+  return out;
+}
+
+template <typename Open>
+int attach(zaris_client** client, Open&& open) {
+  if (client == nullptr) return invalid("client is null");
+  return guarded([&] {
+    auto opened = open();
+    if (!opened) return fail(opened.error());
+    *client = new zaris_client{std::move(*opened)};
+    return kOk;
+  });
+}
+
+zaris_kv_meta meta_of(const zaris::KeyValue& kv) {
+  return zaris_kv_meta{kv.lease.value(), kv.create_revision, kv.mod_revision, kv.version};
+}
+
+zaris_kv view_of(const zaris::KeyValue& kv) {
+  return zaris_kv{kv.key.data(), kv.key.size(), kv.value.data(), kv.value.size(), meta_of(kv)};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* zaris_errc_name(int code) {
+  if (code < 0 || code > static_cast<int>(zaris::Errc::not_owner)) return "unknown";
+  // The names are string literals: NUL-terminated.
+  return zaris::errc_name(static_cast<zaris::Errc>(code)).data();
+}
+
+const char* zaris_last_error(void) {
+  return t_last_error.c_str();
+}
+
+const char* zaris_version(void) {
+  return ZARIS_VERSION_STRING;
+}
+
+void zaris_segment_options_init(zaris_segment_options* options) {
+  if (options == nullptr) return;
+  const zaris::SegmentOptions defaults;
+  *options = zaris_segment_options{defaults.max_leases,      defaults.max_keys,
+                                   defaults.max_key_bytes,   defaults.max_value_bytes,
+                                   defaults.max_events,      defaults.max_processes,
+                                   static_cast<std::uint32_t>(defaults.mode)};
+}
+
+int zaris_create(const char* name, const zaris_segment_options* options, zaris_client** client) {
+  if (name == nullptr) return invalid("name is null");
+  return attach(client, [&] { return zaris::Client::create(name, segment_options(options)); });
+}
+
+int zaris_open(const char* name, zaris_client** client) {
+  if (name == nullptr) return invalid("name is null");
+  return attach(client, [&] { return zaris::Client::open(name); });
+}
+
+int zaris_open_or_create(const char* name, const zaris_segment_options* options,
+                         zaris_client** client) {
+  if (name == nullptr) return invalid("name is null");
+  return attach(client,
+                [&] { return zaris::Client::open_or_create(name, segment_options(options)); });
+}
+
+int zaris_destroy(const char* name) {
+  if (name == nullptr) return invalid("name is null");
+  return guarded([&] {
+    auto done = zaris::Client::destroy(name);
+    return done ? kOk : fail(done.error());
+  });
+}
+
+void zaris_close(zaris_client* client) {
+  delete client;
+}
+
+int zaris_get_info(zaris_client* client, zaris_info* info) {
+  if (client == nullptr || info == nullptr) return invalid("client or info is null");
+  return guarded([&] {
+    auto got = client->client.info();
+    if (!got) return fail(got.error());
+    const zaris::SegmentOptions& c = got->capacities;
+    *info = zaris_info{got->layout_version,
+                       got->size_bytes,
+                       {c.max_leases, c.max_keys, c.max_key_bytes, c.max_value_bytes, c.max_events,
+                        c.max_processes, static_cast<std::uint32_t>(c.mode)},
+                       got->revision,
+                       got->leases_used,
+                       got->keys_used,
+                       got->recoveries,
+                       got->processes,
+                       got->janitor_pid.value_or(0),
+                       got->max_txn_bytes};
+    return kOk;
+  });
+}
+
+int zaris_check(zaris_client* client, char* report, size_t capacity, size_t* length,
+                size_t* violations) {
+  if (client == nullptr || length == nullptr || violations == nullptr ||
+      (report == nullptr && capacity != 0))
+    return invalid("client, length or violations is null, or report is null with a capacity");
+  return guarded([&] {
+    auto found = client->client.check();
+    if (!found) return fail(found.error());
+    std::string text;
+    for (const std::string& line : *found) text += line + '\n';
+    *violations = found->size();
+    if (report == nullptr) {  // the count alone
+      *length = text.size();
+      return kOk;
+    }
+    // The lines and a NUL.
+    text.push_back('\0');
+    const int code = give(text, report, capacity, length);
+    if (code == kOk) --*length;
+    return code;
+  });
+}
+
+int zaris_grant(zaris_client* client, int64_t ttl_ns, int bind_to_process, uint64_t* lease) {
+  if (client == nullptr || lease == nullptr) return invalid("client or lease is null");
+  return guarded([&] {
+    zaris::GrantOptions options;
+    options.bind_to_process = bind_to_process != 0;
+    auto granted = client->client.leases().grant(std::chrono::nanoseconds(ttl_ns), options);
+    if (!granted) return fail(granted.error());
+    *lease = granted->value();
+    return kOk;
+  });
+}
+
+int zaris_keep_alive(zaris_client* client, uint64_t lease, int64_t* ttl_ns) {
+  if (client == nullptr) return invalid("client is null");
+  return guarded([&] {
+    auto kept = client->client.leases().keep_alive(zaris::LeaseId(lease));
+    if (!kept) return fail(kept.error());
+    if (ttl_ns != nullptr) *ttl_ns = kept->count();
+    return kOk;
+  });
+}
+
+int zaris_revoke(zaris_client* client, uint64_t lease) {
+  if (client == nullptr) return invalid("client is null");
+  return guarded([&] {
+    auto done = client->client.leases().revoke(zaris::LeaseId(lease));
+    return done ? kOk : fail(done.error());
+  });
+}
+
+int zaris_time_to_live(zaris_client* client, uint64_t lease, zaris_lease_info* info) {
+  if (client == nullptr || info == nullptr) return invalid("client or info is null");
+  return guarded([&] {
+    auto got = client->client.leases().time_to_live(zaris::LeaseId(lease), true);
+    if (!got) return fail(got.error());
+    *info = zaris_lease_info{got->id.value(),       got->granted_ttl.count(),
+                             got->remaining.count(), got->bound_to_process ? 1 : 0,
+                             got->owner_pid,         got->keys.size()};
+    return kOk;
+  });
+}
+
+int zaris_lease_list(zaris_client* client, uint64_t* ids, size_t capacity, size_t* count) {
+  if (client == nullptr || count == nullptr || (ids == nullptr && capacity != 0))
+    return invalid("client or count is null, or ids is null with a capacity");
+  return guarded([&] {
+    auto listed = client->client.leases().list();
+    if (!listed) return fail(listed.error());
+    *count = listed->size();
+    if (listed->size() > capacity)
+      return fail(zaris::Errc::too_large, std::to_string(listed->size()) + " leases, room for " +
+                                              std::to_string(capacity));
+    for (std::size_t i = 0; i < listed->size(); ++i) ids[i] = (*listed)[i].id.value();
+    return kOk;
+  });
+}
+
+int zaris_put(zaris_client* client, const void* key, size_t key_length, const void* value,
+              size_t value_length, const zaris_put_options* options, uint64_t* revision) {
+  if (client == nullptr || !bytes_ok(key, key_length) || !bytes_ok(value, value_length))
+    return invalid("client is null, or key or value is null with a length");
+  return guarded([&] {
+    zaris::Put put;
+    if (options != nullptr) {
+      put.lease = zaris::LeaseId(options->lease);
+      put.if_absent = options->if_absent != 0;
+      if (options->check_mod_revision != 0) put.if_mod_revision = options->mod_revision;
+    }
+    auto done = client->client.put(bytes(key, key_length), bytes(value, value_length), put);
+    if (!done) return fail(done.error());
+    if (revision != nullptr) *revision = done->revision;
+    return kOk;
+  });
+}
+
+int zaris_get(zaris_client* client, const void* key, size_t key_length, void* value,
+              size_t capacity, size_t* value_length, zaris_kv_meta* meta) {
+  if (client == nullptr || !bytes_ok(key, key_length) || value_length == nullptr ||
+      (value == nullptr && capacity != 0))
+    return invalid("client or value_length is null, or key or value is null with a length");
+  return guarded([&] {
+    zaris::KeyValue kv;
+    auto found = client->client.get(bytes(key, key_length), kv);
+    if (!found) return fail(found.error());
+    if (!*found) return fail(zaris::Errc::not_found, "the key does not live");
+    if (meta != nullptr) *meta = meta_of(kv);
+    return give(kv.value, value, capacity, value_length);
+  });
+}
+
+int zaris_delete(zaris_client* client, const void* key, size_t key_length, uint64_t* deleted) {
+  if (client == nullptr || !bytes_ok(key, key_length))
+    return invalid("client is null, or key is null with a length");
+  return guarded([&] {
+    auto done = client->client.del(bytes(key, key_length));
+    if (!done) return fail(done.error());
+    if (deleted != nullptr) *deleted = done->deleted;
+    return kOk;
+  });
+}
+
+int zaris_delete_prefix(zaris_client* client, const void* prefix, size_t prefix_length,
+                        uint64_t* deleted) {
+  if (client == nullptr || !bytes_ok(prefix, prefix_length))
+    return invalid("client is null, or prefix is null with a length");
+  return guarded([&] {
+    auto done = client->client.del_prefix(bytes(prefix, prefix_length));
+    if (!done) return fail(done.error());
+    if (deleted != nullptr) *deleted = done->deleted;
+    return kOk;
+  });
+}
+
+int zaris_range_get(zaris_client* client, const void* prefix, size_t prefix_length, size_t limit,
+                    zaris_range** range) {
+  if (client == nullptr || range == nullptr || !bytes_ok(prefix, prefix_length))
+    return invalid("client or range is null, or prefix is null with a length");
+  return guarded([&] {
+    zaris::RangeOptions options;
+    options.limit = limit;
+    auto got = client->client.get_prefix(bytes(prefix, prefix_length), options);
+    if (!got) return fail(got.error());
+    *range = new zaris_range{std::move(*got)};
+    return kOk;
+  });
+}
+
+size_t zaris_range_count(const zaris_range* range) {
+  return range == nullptr ? 0 : range->result.kvs.size();
+}
+
+int zaris_range_at(const zaris_range* range, size_t i, zaris_kv* kv) {
+  if (range == nullptr || kv == nullptr) return invalid("range or kv is null");
+  if (i >= range->result.kvs.size()) return invalid("past the range's end");
+  *kv = view_of(range->result.kvs[i]);
+  return kOk;
+}
+
+int zaris_range_more(const zaris_range* range) {
+  return range != nullptr && range->result.more ? 1 : 0;
+}
+
+uint64_t zaris_range_revision(const zaris_range* range) {
+  return range == nullptr ? 0 : range->result.revision;
+}
+
+void zaris_range_free(zaris_range* range) {
+  delete range;
+}
+
+int zaris_watch(zaris_client* client, const void* key, size_t key_length, int prefix,
+                uint64_t start_revision, zaris_watcher** watcher) {
+  if (client == nullptr || watcher == nullptr || !bytes_ok(key, key_length))
+    return invalid("client or watcher is null, or key is null with a length");
+  return guarded([&] {
+    zaris::WatchOptions options;
+    options.prefix = prefix != 0;
+    options.start_revision = start_revision;
+    auto made = client->client.watch(bytes(key, key_length), options);
+    if (!made) return fail(made.error());
+    *watcher = new zaris_watcher{std::move(*made)};
+    return kOk;
+  });
+}
+
+int zaris_watcher_wait(zaris_watcher* watcher, int64_t timeout_ns, size_t max,
+                       zaris_events** events) {
+  if (watcher == nullptr || events == nullptr) return invalid("watcher or events is null");
+  return guarded([&] {
+    const std::size_t most = max == 0 ? 256 : max;
+    auto got = timeout_ns == 0 ? watcher->watcher.poll(most)
+                               : watcher->watcher.wait(timeout_of(timeout_ns), most);
+    if (!got) return fail(got.error());
+    *events = new zaris_events{std::move(*got)};
+    return kOk;
+  });
+}
+
+void zaris_watcher_free(zaris_watcher* watcher) {
+  delete watcher;
+}
+
+size_t zaris_events_count(const zaris_events* events) {
+  return events == nullptr ? 0 : events->events.size();
+}
+
+int zaris_events_at(const zaris_events* events, size_t i, zaris_event* event) {
+  if (events == nullptr || event == nullptr) return invalid("events or event is null");
+  if (i >= events->events.size()) return invalid("past the events' end");
+  const zaris::Event& e = events->events[i];
+  *event = zaris_event{static_cast<int>(e.type), static_cast<int>(e.reason), e.revision,
+                       view_of(e.kv)};
+  return kOk;
+}
+
+void zaris_events_free(zaris_events* events) {
+  delete events;
+}
+
+int zaris_session_create(zaris_client* client, int64_t ttl_ns, zaris_session** session) {
+  if (client == nullptr || session == nullptr) return invalid("client or session is null");
+  return guarded([&] {
+    zaris::SessionOptions options;
+    options.ttl = std::chrono::nanoseconds(ttl_ns);
+    auto made = zaris::Session::create(client->client, options);
+    if (!made) return fail(made.error());
+    *session = new zaris_session{std::move(*made)};
+    return kOk;
+  });
+}
+
+uint64_t zaris_session_lease(const zaris_session* session) {
+  return session == nullptr ? 0 : session->session->lease().value();
+}
+
+int zaris_session_lost(const zaris_session* session) {
+  return session != nullptr && session->session->lost() ? 1 : 0;
+}
+
+void zaris_session_free(zaris_session* session) {
+  delete session;
+}
+
+int zaris_mutex_create(zaris_session* session, const char* name, zaris_mutex** mutex) {
+  if (session == nullptr || name == nullptr || mutex == nullptr)
+    return invalid("session, name or mutex is null");
+  return guarded([&] {
+    *mutex = new zaris_mutex{zaris::Mutex(*session->session, name)};
+    return kOk;
+  });
+}
+
+int zaris_mutex_lock(zaris_mutex* mutex, int64_t timeout_ns, uint64_t* fencing_token) {
+  if (mutex == nullptr) return invalid("mutex is null");
+  return guarded([&] {
+    auto locked = mutex->mutex.lock(timeout_of(timeout_ns));
+    if (!locked) return fail(locked.error());
+    if (fencing_token != nullptr) *fencing_token = mutex->mutex.fencing_token();
+    return kOk;
+  });
+}
+
+int zaris_mutex_try_lock(zaris_mutex* mutex, int* taken, uint64_t* fencing_token) {
+  if (mutex == nullptr || taken == nullptr) return invalid("mutex or taken is null");
+  return guarded([&] {
+    auto got = mutex->mutex.try_lock();
+    if (!got) return fail(got.error());
+    *taken = *got ? 1 : 0;
+    if (*got && fencing_token != nullptr) *fencing_token = mutex->mutex.fencing_token();
+    return kOk;
+  });
+}
+
+int zaris_mutex_unlock(zaris_mutex* mutex) {
+  if (mutex == nullptr) return invalid("mutex is null");
+  return guarded([&] {
+    auto done = mutex->mutex.unlock();
+    return done ? kOk : fail(done.error());
+  });
+}
+
+int zaris_mutex_is_owner(zaris_mutex* mutex, int* owner) {
+  if (mutex == nullptr || owner == nullptr) return invalid("mutex or owner is null");
+  return guarded([&] {
+    auto got = mutex->mutex.is_owner();
+    if (!got) return fail(got.error());
+    *owner = *got ? 1 : 0;
+    return kOk;
+  });
+}
+
+void zaris_mutex_free(zaris_mutex* mutex) {
+  delete mutex;
+}
+
+int zaris_election_create(zaris_session* session, const char* name, zaris_election** election) {
+  if (session == nullptr || name == nullptr || election == nullptr)
+    return invalid("session, name or election is null");
+  return guarded([&] {
+    *election = new zaris_election{zaris::Election(*session->session, name)};
+    return kOk;
+  });
+}
+
+int zaris_election_campaign(zaris_election* election, const void* value, size_t value_length,
+                            int64_t timeout_ns) {
+  if (election == nullptr || !bytes_ok(value, value_length))
+    return invalid("election is null, or value is null with a length");
+  return guarded([&] {
+    auto done = election->election.campaign(bytes(value, value_length), timeout_of(timeout_ns));
+    return done ? kOk : fail(done.error());
+  });
+}
+
+int zaris_election_proclaim(zaris_election* election, const void* value, size_t value_length) {
+  if (election == nullptr || !bytes_ok(value, value_length))
+    return invalid("election is null, or value is null with a length");
+  return guarded([&] {
+    auto done = election->election.proclaim(bytes(value, value_length));
+    return done ? kOk : fail(done.error());
+  });
+}
+
+int zaris_election_resign(zaris_election* election) {
+  if (election == nullptr) return invalid("election is null");
+  return guarded([&] {
+    auto done = election->election.resign();
+    return done ? kOk : fail(done.error());
+  });
+}
+
+int zaris_election_leader(zaris_election* election, void* value, size_t capacity,
+                          size_t* value_length) {
+  if (election == nullptr || value_length == nullptr || (value == nullptr && capacity != 0))
+    return invalid("election or value_length is null, or value is null with a capacity");
+  return guarded([&] {
+    auto got = election->election.leader();
+    if (!got) return fail(got.error());
+    if (!*got) return fail(zaris::Errc::not_found, "there is no leader");
+    return give((*got)->value, value, capacity, value_length);
+  });
+}
+
+void zaris_election_free(zaris_election* election) {
+  delete election;
+}
+
+}  // extern "C"
