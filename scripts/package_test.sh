@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The installed zaris, as a user gets it, from a configured and built BUILD_DIR:
-#   1. `cmake --install` into a fresh prefix; a project outside the tree
+#   1. `cmake --install` into a fresh prefix; libzaris.so exports the C ABI
+#      and the C++ API only (cmake/zaris.map); a project outside the tree
 #      (tests/package) builds against it with find_package(zaris) and with
 #      pkg-config, statically and against libzaris.so, and runs, and so
 #      does a C program over the C ABI (zaris/zaris.h);
@@ -64,6 +65,14 @@ consumers() {
 # 1. cmake --install
 cmake --install "$build" --prefix "$work/installed" > "$work/install.log"
 libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")"
+# libzaris.so exports the C ABI and the C++ API, nothing below them.
+exports="$(nm -D --defined-only -C "$work/installed/$libdir/libzaris.so.0")"
+if grep -E "zaris::(engine|segment|detail|coordination)::|::Impl::" <<< "$exports"; then
+  fail "libzaris.so exports the symbols above, which are not the API's"
+fi
+for function in $(grep -oE '\bzaris_[a-z_]+\(' "$root/include/zaris/zaris.h" | tr -d '(' | sort -u); do
+  grep -qE " ${function}(@@ZARIS_0)?$" <<< "$exports" || fail "libzaris.so does not export $function"
+done
 consumers "$work/installed" "$work/installed/$libdir"
 
 # 2. the Debian packages
