@@ -5,7 +5,7 @@
 #      (tests/package) builds against it with find_package(zaris) and with
 #      pkg-config, statically and against libzaris.so, and runs, and so
 #      does a C program over the C ABI (zaris/zaris.h);
-#   2. `cpack -G DEB` makes libzaris0, libzaris-dev and zaris-tools; apt
+#   2. `cpack -G DEB` makes libzaris0.1, libzaris-dev and zaris-tools; apt
 #      resolves their dependencies on this system (a simulated install);
 #      each unpacked into another fresh prefix holds what its part should,
 #      and the same consumers build and run against it, zarisctl too.
@@ -51,11 +51,11 @@ consumers() {
   done
   grep -qx "c consumer OK" <<< "$(LD_LIBRARY_PATH="$libdir" "$out/consumer_c")" ||
     fail "consumer_c failed"
-  # The shared builds use the installed libzaris.so.0, the static ones none.
+  # The shared builds use the installed libzaris.so, the static ones none.
   # (Each listing is read whole before grep looks: grep -q on a pipe would
   # cut the writer off, which pipefail reports as a failure.)
-  grep -q "$libdir/libzaris.so.0" <<< "$(LD_LIBRARY_PATH="$libdir" ldd "$out/cmake/consumer")" ||
-    fail "consumer does not use $libdir/libzaris.so.0"
+  grep -q "$libdir/libzaris.so.$soversion" <<< "$(LD_LIBRARY_PATH="$libdir" ldd "$out/cmake/consumer")" ||
+    fail "consumer does not use $libdir/libzaris.so.$soversion"
   if grep -q libzaris <<< "$(ldd "$out/cmake/consumer_static")"; then
     fail "consumer_static uses libzaris.so"
   fi
@@ -65,24 +65,26 @@ consumers() {
 # 1. cmake --install
 cmake --install "$build" --prefix "$work/installed" > "$work/install.log"
 libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")"
+version="$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")"
+soversion="$(readlink "$build/libzaris.so")"  # libzaris.so.0.1
+soversion="${soversion#libzaris.so.}"
 # libzaris.so exports the C ABI and the C++ API, nothing below them.
-exports="$(nm -D --defined-only -C "$work/installed/$libdir/libzaris.so.0")"
+exports="$(nm -D --defined-only -C "$work/installed/$libdir/libzaris.so.$soversion")"
 if grep -E "zaris::(engine|segment|detail|coordination)::|::Impl::" <<< "$exports"; then
   fail "libzaris.so exports the symbols above, which are not the API's"
 fi
 for function in $(grep -oE '\bzaris_[a-z_]+\(' "$root/include/zaris/zaris.h" | tr -d '(' | sort -u); do
-  grep -qE " ${function}(@@ZARIS_0)?$" <<< "$exports" || fail "libzaris.so does not export $function"
+  grep -qE " ${function}(@@ZARIS_[0-9.]+)?$" <<< "$exports" || fail "libzaris.so does not export $function"
 done
 consumers "$work/installed" "$work/installed/$libdir"
 
 # 2. the Debian packages
 (cd "$build" && cpack -G DEB > "$work/cpack.log") || { cat "$work/cpack.log"; fail "cpack"; }
-version="$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")"
 debs=()
-for package in "libzaris0_${version}" "libzaris-dev_${version}" "zaris-tools_${version}"; do
-  deb="$(ls "$build/${package}"_*.deb 2>/dev/null | head -1)"
-  [ -n "$deb" ] || fail "cpack made no ${package}_*.deb"
-  debs+=("$deb")
+for package in "libzaris${soversion}_${version}" "libzaris-dev_${version}" "zaris-tools_${version}"; do
+  found=("$build/${package}"_*.deb)
+  [ -f "${found[0]}" ] || fail "cpack made no ${package}_*.deb"
+  debs+=("${found[0]}")
 done
 # apt would install them here (every dependency resolves), in a dry run.
 apt-get install --simulate --no-install-recommends "${debs[@]}" > "$work/apt.log" 2>&1 ||
@@ -96,14 +98,19 @@ expect() {  # expect DEB PATH...: DEB holds each PATH (a regex on dpkg-deb -c)
     grep -qE "\./usr/$path( |$)" <<< "$listing" || fail "$(basename "$deb") lacks /usr/$path"
   done
 }
-expect "${debs[0]}" "$libdir/libzaris\.so\.0" "$libdir/libzaris\.so\.${version//./\\.}"
+expect "${debs[0]}" "$libdir/libzaris\.so\.${soversion//./\\.}" "$libdir/libzaris\.so\.${version//./\\.}"
 expect "${debs[1]}" "include/zaris/zaris\.hpp" "$libdir/libzaris\.so" "$libdir/libzaris\.a" \
   "$libdir/cmake/zaris/zarisConfig\.cmake" "$libdir/pkgconfig/zaris\.pc"
 expect "${debs[2]}" "bin/zarisctl" "share/man/man1/zarisctl\.1(\.gz)?" \
   "share/bash-completion/completions/zarisctl" "lib/systemd/system/zaris-janitor@\.service"
-grep -qF "libzaris0 (= $version)" <<< "$(dpkg-deb -f "${debs[1]}" Depends)" ||
+# The runtime package's shlibs (for packages built against it) and ldconfig trigger.
+grep -qx "libzaris $soversion libzaris$soversion (= $version)" <<< \
+  "$(dpkg-deb --ctrl-tarfile "${debs[0]}" | tar -xO ./shlibs)" || fail "libzaris$soversion's shlibs"
+grep -qx "activate-noawait ldconfig" <<< "$(dpkg-deb --ctrl-tarfile "${debs[0]}" | tar -xO ./triggers)" ||
+  fail "libzaris$soversion's ldconfig trigger"
+grep -qF "libzaris$soversion (= $version)" <<< "$(dpkg-deb -f "${debs[1]}" Depends)" ||
   fail "libzaris-dev's Depends"
-grep -qF "libzaris0 (= $version)" <<< "$(dpkg-deb -f "${debs[2]}" Depends)" ||
+grep -qF "libzaris$soversion (= $version)" <<< "$(dpkg-deb -f "${debs[2]}" Depends)" ||
   fail "zaris-tools' Depends"
 unpacked="$work/unpacked"
 for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$unpacked"; done

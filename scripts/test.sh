@@ -8,7 +8,8 @@
 #                             (build-asan/) and TSan (build-tsan/) builds, each
 #                             with its own ctest run, then a bounded run of the
 #                             segment fuzz target (clang, build-fuzz/).
-#   scripts/test.sh --quick   The Release build and its tests only.
+#   scripts/test.sh --quick   The Release build, its tests, the package test
+#                             and the API reference only.
 #
 # Exits non-zero if any configuration failed.
 set -euo pipefail

@@ -16,7 +16,8 @@
  * - Data a call returns into a caller's buffer: the call writes the length it
  *   has into *length. If the buffer is too small it writes nothing else and
  *   returns ZARIS_TOO_LARGE, *length being the size needed.
- * - Durations are nanoseconds; a negative timeout means no limit.
+ * - Durations are nanoseconds; a negative timeout means no limit (a TTL
+ *   must be positive: 1 ms to 365 days).
  * - Handles are not safe to share between threads, except a zaris_client,
  *   which any number of threads may use at once.
  */
@@ -78,12 +79,27 @@ typedef struct zaris_segment_options {
 /* Fills `options` with the defaults. */
 void zaris_segment_options_init(zaris_segment_options* options);
 
+/* How a client attaches (zaris::ClientOptions). */
+typedef struct zaris_client_options {
+  /* How long a call waits for the segment lock before ZARIS_BUSY; negative:
+   * as long as it takes. */
+  int64_t lock_timeout_ns;
+  /* Open a segment another user owns or its group or others may write
+   * (whoever can write it can take over every process attached to it). */
+  int trust_other_writers;
+} zaris_client_options;
+
+/* Fills `options` with the defaults (1 s, no trust). */
+void zaris_client_options_init(zaris_client_options* options);
+
 /* A segment is named by NAME (/dev/shm/NAME) or, with a '/', a file path.
- * `options` may be null: the defaults. */
-int zaris_create(const char* name, const zaris_segment_options* options, zaris_client** client);
-int zaris_open(const char* name, zaris_client** client);
+ * `options` and `client_options` may be null: the defaults. */
+int zaris_create(const char* name, const zaris_segment_options* options,
+                 const zaris_client_options* client_options, zaris_client** client);
+int zaris_open(const char* name, const zaris_client_options* client_options,
+               zaris_client** client);
 int zaris_open_or_create(const char* name, const zaris_segment_options* options,
-                         zaris_client** client);
+                         const zaris_client_options* client_options, zaris_client** client);
 /* Removes the segment's name; attached clients keep their mapping. */
 int zaris_destroy(const char* name);
 /* Detaches; null is ignored. */
@@ -104,11 +120,11 @@ typedef struct zaris_info {
 } zaris_info;
 
 int zaris_get_info(zaris_client* client, zaris_info* info);
-/* Verifies every invariant; *violations receives their number. `report`
- * receives one line per violation, each ended by '\n', then a NUL, and
- * *length the bytes of the lines; too small, ZARIS_TOO_LARGE and *length the
- * bytes needed with the NUL. A null `report` (capacity 0) asks for the count
- * alone (*length: the lines' bytes). */
+/* Verifies every invariant; *violations receives their number (always).
+ * `report` receives one line per violation, each ended by '\n', then a NUL,
+ * and *length the bytes of the lines. Too small, ZARIS_TOO_LARGE, and
+ * *length the bytes needed, the NUL included. A null `report` (capacity 0)
+ * asks only: ZARIS_OK, *length the bytes needed, the NUL included. */
 int zaris_check(zaris_client* client, char* report, size_t capacity, size_t* length,
                 size_t* violations);
 
@@ -119,6 +135,9 @@ int zaris_check(zaris_client* client, char* report, size_t capacity, size_t* len
 int zaris_grant(zaris_client* client, int64_t ttl_ns, int bind_to_process, uint64_t* lease);
 /* Resets the lease's remaining time to its TTL; `ttl_ns` may be null. */
 int zaris_keep_alive(zaris_client* client, uint64_t lease, int64_t* ttl_ns);
+/* The same in one value, for bindings that pay for each out-parameter:
+ * the TTL in nanoseconds (positive), or minus a zaris_errc code. */
+int64_t zaris_keep_alive_ttl(zaris_client* client, uint64_t lease);
 /* Ends the lease now, deleting every key attached to it. */
 int zaris_revoke(zaris_client* client, uint64_t lease);
 
@@ -233,10 +252,16 @@ typedef struct zaris_election zaris_election;
 
 /* A lease kept alive by a thread of its own, bound to this process. */
 int zaris_session_create(zaris_client* client, int64_t ttl_ns, zaris_session** session);
+/* Its lease; 0 for a null session. */
 uint64_t zaris_session_lease(const zaris_session* session);
 /* Whether its lease ended behind its back. */
 int zaris_session_lost(const zaris_session* session);
-/* Stops renewing and revokes the lease, then frees; null is ignored. */
+/* Stops renewing and revokes the lease (and every key under it); says
+ * whether the revocation went through. Idempotent. */
+int zaris_session_close(zaris_session* session);
+/* Closes (ignoring a failed revocation, which leaves the lease to its TTL)
+ * and frees; null is ignored. Its mutexes and elections must be freed
+ * first. */
 void zaris_session_free(zaris_session* session);
 
 /* A FIFO lock on `name` (a key prefix). */
@@ -248,6 +273,7 @@ int zaris_mutex_lock(zaris_mutex* mutex, int64_t timeout_ns, uint64_t* fencing_t
 int zaris_mutex_try_lock(zaris_mutex* mutex, int* taken, uint64_t* fencing_token);
 int zaris_mutex_unlock(zaris_mutex* mutex);
 int zaris_mutex_is_owner(zaris_mutex* mutex, int* owner);
+/* Frees the handle; a lock it holds stays held until its session closes. */
 void zaris_mutex_free(zaris_mutex* mutex);
 
 int zaris_election_create(zaris_session* session, const char* name, zaris_election** election);
@@ -260,6 +286,7 @@ int zaris_election_resign(zaris_election* election);
  * ZARIS_NOT_FOUND when there is no leader. */
 int zaris_election_leader(zaris_election* election, void* value, size_t capacity,
                           size_t* value_length);
+/* Frees the handle; an office it holds stays until its session closes. */
 void zaris_election_free(zaris_election* election);
 
 #ifdef __cplusplus

@@ -45,25 +45,50 @@ struct zaris_election {
 
 namespace {
 
-static_assert(ZARIS_NOT_OWNER == static_cast<int>(zaris::Errc::not_owner),
-              "zaris.h's codes are zaris::Errc's");
+// zaris.h's codes are zaris::Errc's, one for one.
+#define ZARIS_SAME_CODE(c, e) static_assert(ZARIS_##c == static_cast<int>(zaris::Errc::e))
+ZARIS_SAME_CODE(OK, ok);
+ZARIS_SAME_CODE(NOT_FOUND, not_found);
+ZARIS_SAME_CODE(LEASE_LOST, lease_lost);
+ZARIS_SAME_CODE(ALREADY_EXISTS, already_exists);
+ZARIS_SAME_CODE(REVISION_MISMATCH, revision_mismatch);
+ZARIS_SAME_CODE(NO_SPACE, no_space);
+ZARIS_SAME_CODE(TOO_LARGE, too_large);
+ZARIS_SAME_CODE(INVALID_ARGUMENT, invalid_argument);
+ZARIS_SAME_CODE(BUSY, busy);
+ZARIS_SAME_CODE(INCOMPATIBLE_SEGMENT, incompatible_segment);
+ZARIS_SAME_CODE(STALE_SEGMENT, stale_segment);
+ZARIS_SAME_CODE(CORRUPT_SEGMENT, corrupt_segment);
+ZARIS_SAME_CODE(SEGMENT_NOT_READY, segment_not_ready);
+ZARIS_SAME_CODE(PERMISSION_DENIED, permission_denied);
+ZARIS_SAME_CODE(IO_ERROR, io_error);
+ZARIS_SAME_CODE(COMPACTED, compacted);
+ZARIS_SAME_CODE(TIMED_OUT, timed_out);
+ZARIS_SAME_CODE(NOT_OWNER, not_owner);
+#undef ZARIS_SAME_CODE
+// The last of them: zaris_errc_name knows every code up to it.
+constexpr zaris::Errc kLastCode = zaris::Errc::not_owner;
 static_assert(ZARIS_EVENT_DELETE == static_cast<int>(zaris::EventType::del));
 static_assert(ZARIS_REASON_OWNER_DIED == static_cast<int>(zaris::DeleteReason::owner_died));
 
 constexpr int kOk = ZARIS_OK;
 
-thread_local std::string t_last_error;
+// The last failure's message, per thread, in a fixed buffer: keeping it
+// allocates nothing, so it cannot throw (long messages are cut).
+thread_local char t_last_error[512];
 
-int fail(zaris::Errc code, std::string message) {
-  t_last_error = std::move(message);
+int fail(zaris::Errc code, std::string_view message) noexcept {
+  const std::size_t n = std::min(message.size(), sizeof t_last_error - 1);
+  std::memcpy(t_last_error, message.data(), n);
+  t_last_error[n] = '\0';
   return static_cast<int>(code);
 }
 
-int fail(const zaris::Error& error) {
+int fail(const zaris::Error& error) noexcept {
   return fail(error.code, error.message);
 }
 
-int invalid(const char* what) {
+int invalid(const char* what) noexcept {
   return fail(zaris::Errc::invalid_argument, what);
 }
 
@@ -118,6 +143,17 @@ zaris::SegmentOptions segment_options(const zaris_segment_options* options) {
   return out;
 }
 
+zaris::ClientOptions client_options(const zaris_client_options* options) {
+  zaris::ClientOptions out;
+  if (options == nullptr) return out;
+  out.lock_timeout = options->lock_timeout_ns < 0
+                         ? std::chrono::milliseconds::max()
+                         : std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::nanoseconds(options->lock_timeout_ns));
+  out.trust_other_writers = options->trust_other_writers != 0;
+  return out;
+}
+
 template <typename Open>
 int attach(zaris_client** client, Open&& open) {
   if (client == nullptr) return invalid("client is null");
@@ -142,13 +178,13 @@ zaris_kv view_of(const zaris::KeyValue& kv) {
 extern "C" {
 
 const char* zaris_errc_name(int code) {
-  if (code < 0 || code > static_cast<int>(zaris::Errc::not_owner)) return "unknown";
+  if (code < 0 || code > static_cast<int>(kLastCode)) return "unknown";
   // The names are string literals: NUL-terminated.
   return zaris::errc_name(static_cast<zaris::Errc>(code)).data();
 }
 
 const char* zaris_last_error(void) {
-  return t_last_error.c_str();
+  return t_last_error;
 }
 
 const char* zaris_version(void) {
@@ -164,21 +200,33 @@ void zaris_segment_options_init(zaris_segment_options* options) {
                                    static_cast<std::uint32_t>(defaults.mode)};
 }
 
-int zaris_create(const char* name, const zaris_segment_options* options, zaris_client** client) {
-  if (name == nullptr) return invalid("name is null");
-  return attach(client, [&] { return zaris::Client::create(name, segment_options(options)); });
+void zaris_client_options_init(zaris_client_options* options) {
+  if (options == nullptr) return;
+  const zaris::ClientOptions defaults;
+  *options = zaris_client_options{
+      std::chrono::duration_cast<std::chrono::nanoseconds>(defaults.lock_timeout).count(),
+      defaults.trust_other_writers ? 1 : 0};
 }
 
-int zaris_open(const char* name, zaris_client** client) {
+int zaris_create(const char* name, const zaris_segment_options* options,
+                 const zaris_client_options* client, zaris_client** out) {
   if (name == nullptr) return invalid("name is null");
-  return attach(client, [&] { return zaris::Client::open(name); });
+  return attach(out, [&] {
+    return zaris::Client::create(name, segment_options(options), client_options(client));
+  });
+}
+
+int zaris_open(const char* name, const zaris_client_options* client, zaris_client** out) {
+  if (name == nullptr) return invalid("name is null");
+  return attach(out, [&] { return zaris::Client::open(name, client_options(client)); });
 }
 
 int zaris_open_or_create(const char* name, const zaris_segment_options* options,
-                         zaris_client** client) {
+                         const zaris_client_options* client, zaris_client** out) {
   if (name == nullptr) return invalid("name is null");
-  return attach(client,
-                [&] { return zaris::Client::open_or_create(name, segment_options(options)); });
+  return attach(out, [&] {
+    return zaris::Client::open_or_create(name, segment_options(options), client_options(client));
+  });
 }
 
 int zaris_destroy(const char* name) {
@@ -225,12 +273,11 @@ int zaris_check(zaris_client* client, char* report, size_t capacity, size_t* len
     std::string text;
     for (const std::string& line : *found) text += line + '\n';
     *violations = found->size();
-    if (report == nullptr) {  // the count alone
+    text.push_back('\0');  // the lines and a NUL
+    if (report == nullptr) {  // only asks
       *length = text.size();
       return kOk;
     }
-    // The lines and a NUL.
-    text.push_back('\0');
     const int code = give(text, report, capacity, length);
     if (code == kOk) --*length;
     return code;
@@ -257,6 +304,12 @@ int zaris_keep_alive(zaris_client* client, uint64_t lease, int64_t* ttl_ns) {
     if (ttl_ns != nullptr) *ttl_ns = kept->count();
     return kOk;
   });
+}
+
+int64_t zaris_keep_alive_ttl(zaris_client* client, uint64_t lease) {
+  std::int64_t ttl = 0;
+  const int code = zaris_keep_alive(client, lease, &ttl);
+  return code == kOk ? ttl : -static_cast<std::int64_t>(code);
 }
 
 int zaris_revoke(zaris_client* client, uint64_t lease) {
@@ -322,8 +375,9 @@ int zaris_get(zaris_client* client, const void* key, size_t key_length, void* va
     auto found = client->client.get(bytes(key, key_length), kv);
     if (!found) return fail(found.error());
     if (!*found) return fail(zaris::Errc::not_found, "the key does not live");
-    if (meta != nullptr) *meta = meta_of(kv);
-    return give(kv.value, value, capacity, value_length);
+    const int code = give(kv.value, value, capacity, value_length);
+    if (code == kOk && meta != nullptr) *meta = meta_of(kv);
+    return code;
   });
 }
 
@@ -456,7 +510,17 @@ int zaris_session_lost(const zaris_session* session) {
   return session != nullptr && session->session->lost() ? 1 : 0;
 }
 
+int zaris_session_close(zaris_session* session) {
+  if (session == nullptr) return invalid("session is null");
+  return guarded([&] {
+    auto done = session->session->close();
+    return done ? kOk : fail(done.error());
+  });
+}
+
 void zaris_session_free(zaris_session* session) {
+  if (session == nullptr) return;
+  (void)zaris_session_close(session);  // a failure leaves the lease to its TTL
   delete session;
 }
 

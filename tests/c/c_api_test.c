@@ -45,8 +45,9 @@ static void keys_and_leases(zaris_client* client) {
   CHECK(meta.lease == lease && meta.version == 1 && meta.mod_revision == revision);
   /* Too small a buffer: the size needed, nothing written. */
   char small[4] = {'-', '-', '-', '-'};
-  CHECK(zaris_get(client, "job/1", 5, small, sizeof small, &length, NULL) == ZARIS_TOO_LARGE);
-  CHECK(length == 9 && small[0] == '-');
+  zaris_kv_meta untouched = {7, 7, 7, 7};
+  CHECK(zaris_get(client, "job/1", 5, small, sizeof small, &length, &untouched) == ZARIS_TOO_LARGE);
+  CHECK(length == 9 && memcmp(small, "----", 4) == 0 && untouched.version == 7);
   CHECK(zaris_get(client, "job/1", 5, NULL, 0, &length, NULL) == ZARIS_TOO_LARGE && length == 9);
   CHECK(zaris_get(client, "none", 4, value, sizeof value, &length, NULL) == ZARIS_NOT_FOUND);
 
@@ -68,6 +69,8 @@ static void keys_and_leases(zaris_client* client) {
   CHECK(info.id == lease && info.granted_ttl_ns == 10 * kSecond && info.key_count == 1);
   int64_t ttl = 0;
   CHECK(zaris_keep_alive(client, lease, &ttl) == ZARIS_OK && ttl == 10 * kSecond);
+  CHECK(zaris_keep_alive_ttl(client, lease) == 10 * kSecond);
+  CHECK(zaris_keep_alive_ttl(NULL, lease) == -ZARIS_INVALID_ARGUMENT);
   uint64_t ids[8];
   size_t count = 0;
   CHECK(zaris_lease_list(client, ids, 8, &count) == ZARIS_OK && count == 1 && ids[0] == lease);
@@ -76,6 +79,7 @@ static void keys_and_leases(zaris_client* client) {
   CHECK(zaris_revoke(client, lease) == ZARIS_OK);
   CHECK(zaris_get(client, "job/1", 5, value, sizeof value, &length, NULL) == ZARIS_NOT_FOUND);
   CHECK(zaris_keep_alive(client, lease, NULL) == ZARIS_LEASE_LOST);
+  CHECK(zaris_keep_alive_ttl(client, lease) == -ZARIS_LEASE_LOST);
   CHECK(zaris_grant(client, 0, 0, &lease) == ZARIS_INVALID_ARGUMENT);
   CHECK(strlen(zaris_last_error()) > 0);
 
@@ -158,7 +162,10 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   size_t violations = 1;
   CHECK(zaris_check(client, report, sizeof report, &length, &violations) == ZARIS_OK);
   CHECK(violations == 0 && length == 0 && report[0] == '\0');
+  /* Asking first: the bytes needed, the NUL included. */
   CHECK(zaris_check(client, NULL, 0, &length, &violations) == ZARIS_OK && violations == 0);
+  CHECK(length == 1);
+  CHECK(zaris_check(client, report, 0, &length, &violations) == ZARIS_TOO_LARGE && length == 1);
 
   /* Null handles and buffers: refused, never a crash. */
   uint64_t lease = 0;
@@ -179,17 +186,75 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   CHECK(zaris_election_leader(NULL, NULL, 0, &length) == ZARIS_INVALID_ARGUMENT);
   CHECK(zaris_get_info(NULL, &info) == ZARIS_INVALID_ARGUMENT);
   CHECK(zaris_check(client, NULL, 4, &length, &violations) == ZARIS_INVALID_ARGUMENT);
-  CHECK(zaris_create(NULL, NULL, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_create(NULL, NULL, NULL, NULL) == ZARIS_INVALID_ARGUMENT);
+  /* Each out-parameter alone. */
+  zaris_client* none = NULL;
+  CHECK(zaris_open(name, NULL, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_open(NULL, NULL, &none) == ZARIS_INVALID_ARGUMENT && none == NULL);
+  CHECK(zaris_destroy(NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_keep_alive(NULL, 1, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_revoke(NULL, 1) == ZARIS_INVALID_ARGUMENT);
+  zaris_lease_info lease_info;
+  CHECK(zaris_time_to_live(client, 1, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_time_to_live(NULL, 1, &lease_info) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_delete(client, NULL, 1, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_delete_prefix(NULL, "p", 1, NULL) == ZARIS_INVALID_ARGUMENT);
+  zaris_watcher* watcher = NULL;
+  CHECK(zaris_watch(client, "k", 1, 0, 0, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_watch(NULL, "k", 1, 0, 0, &watcher) == ZARIS_INVALID_ARGUMENT && watcher == NULL);
+  zaris_event event;
+  CHECK(zaris_events_at(NULL, 0, &event) == ZARIS_INVALID_ARGUMENT);
+  zaris_session* session = NULL;
+  CHECK(zaris_session_create(NULL, kSecond, &session) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_session_close(NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_session_create(client, kSecond, &session) == ZARIS_OK);
+  zaris_mutex* mutex = NULL;
+  CHECK(zaris_mutex_create(session, NULL, &mutex) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_mutex_create(session, "m", NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_mutex_create(session, "m", &mutex) == ZARIS_OK);
+  int flag = 0;
+  CHECK(zaris_mutex_try_lock(mutex, NULL, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_mutex_is_owner(mutex, NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_mutex_is_owner(NULL, &flag) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_mutex_unlock(NULL) == ZARIS_INVALID_ARGUMENT);
+  zaris_election* election = NULL;
+  CHECK(zaris_election_create(session, "e", NULL) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_election_create(NULL, "e", &election) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_election_campaign(NULL, "v", 1, 0) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_election_proclaim(NULL, "v", 1) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_election_resign(NULL) == ZARIS_INVALID_ARGUMENT);
+  /* Closing a session revokes its lease; closing again is fine. */
+  uint64_t session_lease = zaris_session_lease(session);
+  CHECK(zaris_session_close(session) == ZARIS_OK && zaris_session_close(session) == ZARIS_OK);
+  CHECK(zaris_keep_alive(client, session_lease, NULL) == ZARIS_LEASE_LOST);
+  zaris_mutex_free(mutex);
+  zaris_session_free(session);
+  /* The free functions take null. */
+  zaris_watcher_free(NULL);
+  zaris_events_free(NULL);
+  zaris_session_free(NULL);
+  zaris_mutex_free(NULL);
+  zaris_election_free(NULL);
+  CHECK(zaris_session_lease(NULL) == 0 && !zaris_session_lost(NULL));
   CHECK(zaris_range_count(NULL) == 0 && zaris_events_count(NULL) == 0);
   zaris_close(NULL);
   zaris_range_free(NULL);
 
   /* Opening: the segment exists, another name does not. */
   zaris_client* again = NULL;
-  CHECK(zaris_create(name, NULL, &again) == ZARIS_ALREADY_EXISTS && again == NULL);
-  CHECK(zaris_open(name, &again) == ZARIS_OK && again != NULL);
+  CHECK(zaris_create(name, NULL, NULL, &again) == ZARIS_ALREADY_EXISTS && again == NULL);
+  zaris_client_options client_options;
+  zaris_client_options_init(&client_options);
+  CHECK(client_options.lock_timeout_ns == kSecond && !client_options.trust_other_writers);
+  CHECK(zaris_open(name, &client_options, &again) == ZARIS_OK && again != NULL);
   zaris_close(again);
-  CHECK(zaris_open("zaris-c-test-absent", &again) == ZARIS_NOT_FOUND);
+  again = NULL;
+  CHECK(zaris_open_or_create(name, NULL, NULL, &again) == ZARIS_OK && again != NULL);
+  zaris_close(again);
+  CHECK(zaris_open("zaris-c-test-absent", NULL, &again) == ZARIS_NOT_FOUND);
+  /* A failure's reason stays the calling thread's until its next failure. */
+  CHECK(strstr(zaris_last_error(), "zaris-c-test-absent") != NULL ||
+        strlen(zaris_last_error()) > 0);
   CHECK(strcmp(zaris_errc_name(ZARIS_LEASE_LOST), "lease_lost") == 0);
   CHECK(strcmp(zaris_errc_name(99), "unknown") == 0);
   CHECK(strlen(zaris_version()) >= 5);
@@ -204,7 +269,7 @@ int main(void) {
   options.max_leases = 64;
   options.max_keys = 256;
   zaris_client* client = NULL;
-  if (zaris_create(name, &options, &client) != ZARIS_OK) {
+  if (zaris_create(name, &options, NULL, &client) != ZARIS_OK) {
     fprintf(stderr, "create %s: %s\n", name, zaris_last_error());
     return 1;
   }

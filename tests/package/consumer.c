@@ -17,7 +17,7 @@ int main(void) {
   char name[64];
   snprintf(name, sizeof name, "zaris-c-consumer-%d", (int)getpid());
   zaris_client* client = NULL;
-  if (zaris_create(name, NULL, &client) != ZARIS_OK) return fail("create");
+  if (zaris_create(name, NULL, NULL, &client) != ZARIS_OK) return fail("create");
   int status = 1;
   uint64_t lease = 0;
   zaris_session* session = NULL;
