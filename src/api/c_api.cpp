@@ -1,47 +1,10 @@
 // The C ABI (zaris/zaris.h) over the C++ API: each function checks its
 // pointers, calls the C++ API and turns its Result into a code, keeping the
-// message for zaris_last_error(). Nothing escapes as an exception.
-#include "zaris/zaris.h"
+// message for zaris_last_error(). Nothing escapes as an exception. This file:
+// segments, leases and keys; c_recipes.cpp the rest.
+#include "api/c_api.hpp"
 
-#include <algorithm>
-#include <chrono>
-#include <cstring>
-#include <memory>
-#include <new>
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
-#include "zaris/zaris.hpp"
-
-struct zaris_client {
-  zaris::Client client;
-};
-
-struct zaris_range {
-  zaris::RangeResult result;
-};
-
-struct zaris_watcher {
-  zaris::Watcher watcher;
-};
-
-struct zaris_events {
-  std::vector<zaris::Event> events;
-};
-
-struct zaris_session {
-  std::unique_ptr<zaris::Session> session;
-};
-
-struct zaris_mutex {
-  zaris::Mutex mutex;
-};
-
-struct zaris_election {
-  zaris::Election election;
-};
+using namespace zaris::c_abi;
 
 namespace {
 
@@ -66,69 +29,11 @@ ZARIS_SAME_CODE(COMPACTED, compacted);
 ZARIS_SAME_CODE(TIMED_OUT, timed_out);
 ZARIS_SAME_CODE(NOT_OWNER, not_owner);
 #undef ZARIS_SAME_CODE
-// The last of them: zaris_errc_name knows every code up to it.
-constexpr zaris::Errc kLastCode = zaris::Errc::not_owner;
 static_assert(ZARIS_EVENT_DELETE == static_cast<int>(zaris::EventType::del));
 static_assert(ZARIS_REASON_OWNER_DIED == static_cast<int>(zaris::DeleteReason::owner_died));
 
-constexpr int kOk = ZARIS_OK;
-
-// The last failure's message, per thread, in a fixed buffer: keeping it
-// allocates nothing, so it cannot throw (long messages are cut).
-thread_local char t_last_error[512];
-
-int fail(zaris::Errc code, std::string_view message) noexcept {
-  const std::size_t n = std::min(message.size(), sizeof t_last_error - 1);
-  std::memcpy(t_last_error, message.data(), n);
-  t_last_error[n] = '\0';
-  return static_cast<int>(code);
-}
-
-int fail(const zaris::Error& error) noexcept {
-  return fail(error.code, error.message);
-}
-
-int invalid(const char* what) noexcept {
-  return fail(zaris::Errc::invalid_argument, what);
-}
-
-// Runs `body`, which returns a code; an exception (out of memory, above all)
-// becomes one.
-template <typename Body>
-int guarded(Body&& body) noexcept {
-  try {
-    return body();
-  } catch (const std::bad_alloc&) {
-    return fail(zaris::Errc::no_space, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(zaris::Errc::io_error, e.what());
-  } catch (...) {
-    return fail(zaris::Errc::io_error, "unknown exception");
-  }
-}
-
-// Bytes the caller passed; null is allowed only with length 0.
-bool bytes_ok(const void* data, std::size_t length) {
-  return data != nullptr || length == 0;
-}
-
-std::string_view bytes(const void* data, std::size_t length) {
-  return length == 0 ? std::string_view() : std::string_view(static_cast<const char*>(data), length);
-}
-
-std::chrono::nanoseconds timeout_of(std::int64_t timeout_ns) {
-  return timeout_ns < 0 ? std::chrono::nanoseconds::max() : std::chrono::nanoseconds(timeout_ns);
-}
-
-// Copies `data` into the caller's buffer, or says how large it must be.
-int give(std::string_view data, void* buffer, std::size_t capacity, std::size_t* length) {
-  *length = data.size();
-  if (data.size() > capacity)
-    return fail(zaris::Errc::too_large, "the buffer holds " + std::to_string(capacity) +
-                                            " bytes; " + std::to_string(data.size()) + " needed");
-  if (!data.empty()) std::memcpy(buffer, data.data(), data.size());
-  return kOk;
-}
+// The last of them: zaris_errc_name knows every code up to it.
+constexpr zaris::Errc kLastCode = zaris::Errc::not_owner;
 
 zaris::SegmentOptions segment_options(const zaris_segment_options* options) {
   zaris::SegmentOptions out;
@@ -163,14 +68,6 @@ int attach(zaris_client** client, Open&& open) {
     *client = new zaris_client{std::move(*opened)};
     return kOk;
   });
-}
-
-zaris_kv_meta meta_of(const zaris::KeyValue& kv) {
-  return zaris_kv_meta{kv.lease.value(), kv.create_revision, kv.mod_revision, kv.version};
-}
-
-zaris_kv view_of(const zaris::KeyValue& kv) {
-  return zaris_kv{kv.key.data(), kv.key.size(), kv.value.data(), kv.value.size(), meta_of(kv)};
 }
 
 }  // namespace
@@ -439,193 +336,6 @@ uint64_t zaris_range_revision(const zaris_range* range) {
 
 void zaris_range_free(zaris_range* range) {
   delete range;
-}
-
-int zaris_watch(zaris_client* client, const void* key, size_t key_length, int prefix,
-                uint64_t start_revision, zaris_watcher** watcher) {
-  if (client == nullptr || watcher == nullptr || !bytes_ok(key, key_length))
-    return invalid("client or watcher is null, or key is null with a length");
-  return guarded([&] {
-    zaris::WatchOptions options;
-    options.prefix = prefix != 0;
-    options.start_revision = start_revision;
-    auto made = client->client.watch(bytes(key, key_length), options);
-    if (!made) return fail(made.error());
-    *watcher = new zaris_watcher{std::move(*made)};
-    return kOk;
-  });
-}
-
-int zaris_watcher_wait(zaris_watcher* watcher, int64_t timeout_ns, size_t max,
-                       zaris_events** events) {
-  if (watcher == nullptr || events == nullptr) return invalid("watcher or events is null");
-  return guarded([&] {
-    const std::size_t most = max == 0 ? 256 : max;
-    auto got = timeout_ns == 0 ? watcher->watcher.poll(most)
-                               : watcher->watcher.wait(timeout_of(timeout_ns), most);
-    if (!got) return fail(got.error());
-    *events = new zaris_events{std::move(*got)};
-    return kOk;
-  });
-}
-
-void zaris_watcher_free(zaris_watcher* watcher) {
-  delete watcher;
-}
-
-size_t zaris_events_count(const zaris_events* events) {
-  return events == nullptr ? 0 : events->events.size();
-}
-
-int zaris_events_at(const zaris_events* events, size_t i, zaris_event* event) {
-  if (events == nullptr || event == nullptr) return invalid("events or event is null");
-  if (i >= events->events.size()) return invalid("past the events' end");
-  const zaris::Event& e = events->events[i];
-  *event = zaris_event{static_cast<int>(e.type), static_cast<int>(e.reason), e.revision,
-                       view_of(e.kv)};
-  return kOk;
-}
-
-void zaris_events_free(zaris_events* events) {
-  delete events;
-}
-
-int zaris_session_create(zaris_client* client, int64_t ttl_ns, zaris_session** session) {
-  if (client == nullptr || session == nullptr) return invalid("client or session is null");
-  return guarded([&] {
-    zaris::SessionOptions options;
-    options.ttl = std::chrono::nanoseconds(ttl_ns);
-    auto made = zaris::Session::create(client->client, options);
-    if (!made) return fail(made.error());
-    *session = new zaris_session{std::move(*made)};
-    return kOk;
-  });
-}
-
-uint64_t zaris_session_lease(const zaris_session* session) {
-  return session == nullptr ? 0 : session->session->lease().value();
-}
-
-int zaris_session_lost(const zaris_session* session) {
-  return session != nullptr && session->session->lost() ? 1 : 0;
-}
-
-int zaris_session_close(zaris_session* session) {
-  if (session == nullptr) return invalid("session is null");
-  return guarded([&] {
-    auto done = session->session->close();
-    return done ? kOk : fail(done.error());
-  });
-}
-
-void zaris_session_free(zaris_session* session) {
-  if (session == nullptr) return;
-  (void)zaris_session_close(session);  // a failure leaves the lease to its TTL
-  delete session;
-}
-
-int zaris_mutex_create(zaris_session* session, const char* name, zaris_mutex** mutex) {
-  if (session == nullptr || name == nullptr || mutex == nullptr)
-    return invalid("session, name or mutex is null");
-  return guarded([&] {
-    *mutex = new zaris_mutex{zaris::Mutex(*session->session, name)};
-    return kOk;
-  });
-}
-
-int zaris_mutex_lock(zaris_mutex* mutex, int64_t timeout_ns, uint64_t* fencing_token) {
-  if (mutex == nullptr) return invalid("mutex is null");
-  return guarded([&] {
-    auto locked = mutex->mutex.lock(timeout_of(timeout_ns));
-    if (!locked) return fail(locked.error());
-    if (fencing_token != nullptr) *fencing_token = mutex->mutex.fencing_token();
-    return kOk;
-  });
-}
-
-int zaris_mutex_try_lock(zaris_mutex* mutex, int* taken, uint64_t* fencing_token) {
-  if (mutex == nullptr || taken == nullptr) return invalid("mutex or taken is null");
-  return guarded([&] {
-    auto got = mutex->mutex.try_lock();
-    if (!got) return fail(got.error());
-    *taken = *got ? 1 : 0;
-    if (*got && fencing_token != nullptr) *fencing_token = mutex->mutex.fencing_token();
-    return kOk;
-  });
-}
-
-int zaris_mutex_unlock(zaris_mutex* mutex) {
-  if (mutex == nullptr) return invalid("mutex is null");
-  return guarded([&] {
-    auto done = mutex->mutex.unlock();
-    return done ? kOk : fail(done.error());
-  });
-}
-
-int zaris_mutex_is_owner(zaris_mutex* mutex, int* owner) {
-  if (mutex == nullptr || owner == nullptr) return invalid("mutex or owner is null");
-  return guarded([&] {
-    auto got = mutex->mutex.is_owner();
-    if (!got) return fail(got.error());
-    *owner = *got ? 1 : 0;
-    return kOk;
-  });
-}
-
-void zaris_mutex_free(zaris_mutex* mutex) {
-  delete mutex;
-}
-
-int zaris_election_create(zaris_session* session, const char* name, zaris_election** election) {
-  if (session == nullptr || name == nullptr || election == nullptr)
-    return invalid("session, name or election is null");
-  return guarded([&] {
-    *election = new zaris_election{zaris::Election(*session->session, name)};
-    return kOk;
-  });
-}
-
-int zaris_election_campaign(zaris_election* election, const void* value, size_t value_length,
-                            int64_t timeout_ns) {
-  if (election == nullptr || !bytes_ok(value, value_length))
-    return invalid("election is null, or value is null with a length");
-  return guarded([&] {
-    auto done = election->election.campaign(bytes(value, value_length), timeout_of(timeout_ns));
-    return done ? kOk : fail(done.error());
-  });
-}
-
-int zaris_election_proclaim(zaris_election* election, const void* value, size_t value_length) {
-  if (election == nullptr || !bytes_ok(value, value_length))
-    return invalid("election is null, or value is null with a length");
-  return guarded([&] {
-    auto done = election->election.proclaim(bytes(value, value_length));
-    return done ? kOk : fail(done.error());
-  });
-}
-
-int zaris_election_resign(zaris_election* election) {
-  if (election == nullptr) return invalid("election is null");
-  return guarded([&] {
-    auto done = election->election.resign();
-    return done ? kOk : fail(done.error());
-  });
-}
-
-int zaris_election_leader(zaris_election* election, void* value, size_t capacity,
-                          size_t* value_length) {
-  if (election == nullptr || value_length == nullptr || (value == nullptr && capacity != 0))
-    return invalid("election or value_length is null, or value is null with a capacity");
-  return guarded([&] {
-    auto got = election->election.leader();
-    if (!got) return fail(got.error());
-    if (!*got) return fail(zaris::Errc::not_found, "there is no leader");
-    return give((*got)->value, value, capacity, value_length);
-  });
-}
-
-void zaris_election_free(zaris_election* election) {
-  delete election;
 }
 
 }  // extern "C"
