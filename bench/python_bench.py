@@ -23,14 +23,19 @@ def per_call(function, calls):
 
 def main():
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    if calls < 1:
+        print("usage: python_bench.py [CALLS >= 1]", file=sys.stderr)
+        return 2
     name = f"zaris-bench-py-{os.getpid()}"
     with zaris.Client.create(name, max_leases=64, max_keys=64) as client:
         try:
             leases = client.leases
             lease = leases.grant(ttl=3600)
-            empty = zaris._f["zaris_range_count"]
-            keep_alive = [per_call(lambda: leases.keep_alive(lease), calls) for _ in range(7)]
-            nothing = [per_call(lambda: empty(None), calls) for _ in range(7)]
+            empty = zaris._f["zaris_range_count"]  # the binding's own ctypes function
+            keep_alive, nothing = [], []
+            for _ in range(7):  # interleaved: a drift in the machine's load hits both
+                keep_alive.append(per_call(lambda: leases.keep_alive(lease), calls))
+                nothing.append(per_call(lambda: empty(None), calls))
         finally:
             zaris.destroy(name)
     k, e = statistics.median(keep_alive), statistics.median(nothing)

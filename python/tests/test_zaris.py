@@ -4,6 +4,7 @@
 Run with ZARIS_LIBRARY=.../libzaris.so.0.1 and python/ on PYTHONPATH (CTest's
 zaris-python does both)."""
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -63,7 +64,13 @@ def test_keys_values_and_leases(client):
     client.put("p/a", "")
     client.put("p/b", "")
     assert client.delete_prefix("p/") == 2
-    assert client.info().keys_used == 1 and client.check() == []
+    info = client.info()
+    assert info.keys_used == 1 and client.check() == []
+    # The capacities the fixture asked for, read back through the structs.
+    assert info.capacities["max_leases"] == 64 and info.capacities["max_keys"] == 256
+    bound = client.leases.grant(ttl=5, bind_to_process=True)
+    status = client.leases.time_to_live(bound)
+    assert status.bound_to_process and status.owner_pid == os.getpid()
 
 
 def test_bad_input_raises_and_changes_nothing(client):
@@ -82,8 +89,13 @@ def test_bad_input_raises_and_changes_nothing(client):
         client.put("k" * 300, "v")
     with pytest.raises(zaris.InvalidArgument):
         client.leases.grant(ttl=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as negative:
         client.leases.grant(ttl=-1)
+    assert not isinstance(negative.value, zaris.Error)  # refused by the binding itself
+    with pytest.raises(TypeError):
+        client.leases.keep_alive(None)
+    with pytest.raises(ValueError):
+        client.get_prefix("", limit=-1)
     with pytest.raises(TypeError):
         client.leases.grant(ttl="5s")
     with pytest.raises(TypeError):
@@ -102,13 +114,14 @@ def test_watch_yields_puts_and_deletes_in_order(client):
         client.put("w/x", "1")
         client.delete("w/x")
         events = []
-        for event in watcher:
-            events.append(event)
-            if len(events) == 2:
-                break
+        while len(events) < 2:
+            more = watcher.wait(timeout=10)
+            assert more, "no event within 10 s"
+            events += more
     assert [(e.type, e.reason, e.kv.key) for e in events] == [
         ("PUT", None, b"w/x"), ("DELETE", "deleted", b"w/x")]
     assert events[0].kv.value == b"1" and events[1].revision > events[0].revision
+    assert events[1].kv.value is None
 
 
 def test_lock_gives_increasing_fencing_tokens_and_excludes(client):
@@ -119,8 +132,66 @@ def test_lock_gives_increasing_fencing_tokens_and_excludes(client):
                 mutex.lock(timeout=0.01)
             with pytest.raises(zaris.NotOwner):
                 mutex.unlock()
-    with client.lock("deploy") as second:
+    with client.lock("deploy", timeout=10) as second:
         assert second > first
+
+
+def test_unlock_and_close_let_the_next_one_in(client):
+    with client.session(ttl=10) as mine, client.session(ttl=10) as other:
+        assert mine.lease != other.lease and not mine.lost
+        a, b = mine.mutex("m"), other.mutex("m")
+        token = a.lock(timeout=10)
+        assert a.is_owner() and not b.is_owner()
+        a.unlock()  # the session stays open: the unlock alone lets b in
+        assert b.try_lock() > token
+        b.unlock()
+        a.lock(timeout=10)
+        a.close()  # closing a held Mutex unlocks it
+        assert b.try_lock() is not None
+        b.close()
+    # An exception in the body releases the lock too.
+    with pytest.raises(RuntimeError):
+        with client.lock("m", timeout=10):
+            raise RuntimeError("in the body")
+    with client.session(ttl=10) as third, third.mutex("m") as m:
+        assert m.try_lock() is not None
+
+
+def test_revoking_a_session_ends_what_it_holds(client):
+    session = client.session(ttl=10)
+    mutex = session.mutex("r")
+    mutex.lock(timeout=10)
+    session.revoke()
+    with pytest.raises(zaris.LeaseLost):
+        client.leases.keep_alive(session.lease)
+    with client.session(ttl=10) as other, other.mutex("r") as m:
+        assert m.try_lock() is not None
+    mutex.close()
+    session.close()
+
+
+def test_a_parent_closed_first_outlives_its_children(name):
+    # In a process of its own: a use after free would kill it.
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import time, zaris
+        client = zaris.Client.create({name!r}, max_leases=64, max_keys=64)
+        session = client.session(ttl=0.03)   # renews every 10 ms from its thread
+        watcher = client.watch("k")
+        client.close()                        # refused from now on, freed later
+        try:
+            client.get("k")
+        except zaris.InvalidArgument:
+            pass
+        else:
+            raise SystemExit("a closed client answered")
+        time.sleep(0.2)                       # renewals through the client meanwhile
+        assert not session.lost
+        assert watcher.wait(0) == []
+        session.close()
+        watcher.close()                       # the last child: the client goes now
+        print("ok")
+        """)], capture_output=True, text=True, timeout=60, env=os.environ)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr
 
 
 def test_election(client):
@@ -135,6 +206,16 @@ def test_election(client):
             election.proclaim("x")
 
 
+def queued_behind(client, prefix, waiter):
+    """Waits until a second contender's key is under `prefix`, zarisctl still waiting."""
+    deadline = time.monotonic() + 20
+    while len(client.get_prefix(prefix)) < 2:
+        if waiter.poll() is not None:
+            raise AssertionError(f"zarisctl ended early: {waiter.communicate()}")
+        assert time.monotonic() < deadline, "zarisctl did not queue within 20 s"
+        time.sleep(0.01)
+
+
 def zarisctl_lock(name, lock, command):
     """A C++ process (zarisctl) that waits for `lock` and runs `command` holding it."""
     return subprocess.Popen(
@@ -146,16 +227,19 @@ def zarisctl_lock(name, lock, command):
 def test_a_lock_is_shared_with_a_cpp_process(client, name):
     # What zarisctl reads under the lock is what Python left before it let go.
     command = '"$ZARISCTL" --segment "$SEGMENT" get state; echo "token=$ZARIS_FENCING_TOKEN"'
-    with client.lock("shared") as token:
-        client.put("state", "python holds the lock")
-        waiter = zarisctl_lock(name, "shared", command)
-        # zarisctl is queued behind us: its key is under the lock's name.
-        deadline = time.monotonic() + 20
-        while len(client.get_prefix("shared/")) < 2:
-            assert waiter.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
-        client.put("state", "python let go")
-    out, err = waiter.communicate(timeout=20)
+    waiter = None
+    try:
+        with client.lock("shared", timeout=10) as token:
+            client.put("state", "python holds the lock")
+            waiter = zarisctl_lock(name, "shared", command)
+            # zarisctl is queued behind us: its key is under the lock's name.
+            queued_behind(client, "shared/", waiter)
+            client.put("state", "python let go")
+        out, err = waiter.communicate(timeout=20)
+    finally:
+        if waiter is not None and waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
     assert waiter.returncode == 0, err
     assert out.splitlines()[:2] == ["state", "python let go"]
     assert int(out.splitlines()[2].split("=")[1]) > token
@@ -169,13 +253,13 @@ def test_a_python_holder_killed_hands_over_to_a_cpp_waiter(client, name):
             print(token, flush=True)
             time.sleep(600)
         """)], stdout=subprocess.PIPE, text=True, env=os.environ)
+    waiter = None
     try:
+        ready, _, _ = select.select([holder.stdout], [], [], 20)
+        assert ready, "the Python holder did not take the lock within 20 s"
         token = int(holder.stdout.readline())
         waiter = zarisctl_lock(name, "handover", 'echo "token=$ZARIS_FENCING_TOKEN"')
-        deadline = time.monotonic() + 20
-        while len(client.get_prefix("handover/")) < 2:
-            assert waiter.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
+        queued_behind(client, "handover/", waiter)
         holder.send_signal(signal.SIGKILL)
         holder.wait()
         # The holder's session lease is bound to its process: the C++ waiter
@@ -184,6 +268,7 @@ def test_a_python_holder_killed_hands_over_to_a_cpp_waiter(client, name):
         assert waiter.returncode == 0, err
         assert int(out.strip().split("=")[1]) > token
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
+        for process in (holder, waiter):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()

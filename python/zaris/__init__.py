@@ -16,12 +16,21 @@ zaris.Error subclass named for its code (zaris.LeaseLost, zaris.Busy, ...);
 wrong argument types raise TypeError.
 
 libzaris.so.0.1 is found through ZARIS_LIBRARY (a path), else the system's
-library path.
+library path; its version must be this binding's (0.1.x).
+
+Threads: a Client may be used from many threads at once; every other object
+(a Watcher, Session, Mutex, Election) from one at a time. close() must not
+race a call on the same object. A child (a watcher or session of a client, a
+mutex or election of a session) keeps its parent's C handle alive: closing
+the parent first refuses new calls on it and frees it when the last child
+goes. A call that blocks without a timeout (Mutex.lock, Election.campaign)
+ends early if its session is revoked (Session.revoke) from another thread.
 """
 import contextlib
 import ctypes
-import ctypes.util
+import math
 import os
+import threading
 from collections import namedtuple
 
 __all__ = [
@@ -32,9 +41,16 @@ __all__ = [
 # ---- The library -----------------------------------------------------------
 
 
+_ABI = "0.1."  # the SONAME's version: structs and prototypes below are its
+
+
 def _load():
-    path = os.environ.get("ZARIS_LIBRARY") or ctypes.util.find_library("zaris") or "libzaris.so.0.1"
-    return ctypes.CDLL(path)
+    library = ctypes.CDLL(os.environ.get("ZARIS_LIBRARY") or "libzaris.so.0.1")
+    library.zaris_version.restype = ctypes.c_char_p
+    version = library.zaris_version().decode()
+    if not version.startswith(_ABI):
+        raise ImportError(f"zaris: the library is version {version}; this binding needs {_ABI}x")
+    return library
 
 
 _lib = _load()
@@ -230,14 +246,27 @@ def _name(value, what="name"):
     return value.encode("utf-8")
 
 
-def _nanoseconds(seconds, what, none_means=-1):
-    if seconds is None:
-        return none_means
+def _nanoseconds(seconds, what, unlimited=True):
+    """Seconds as nanoseconds; None (and infinity) -1, "no limit", when `unlimited`."""
+    if seconds is None and unlimited:
+        return -1
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise TypeError(f"{what} must be a number of seconds, not {type(seconds).__name__}")
-    if seconds != seconds or seconds < 0:
+    if math.isnan(seconds) or seconds < 0:
         raise ValueError(f"{what} must be a number of seconds, at least 0")
-    return min(int(seconds * 1e9), 2**63 - 1)
+    if math.isinf(seconds) or seconds >= 9.2e9:
+        if unlimited:
+            return -1
+        raise ValueError(f"{what} is too long")
+    return round(seconds * 1e9)
+
+
+def _count(value, what):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if not 0 <= value < 2**32:
+        raise ValueError(f"{what} must be from 0 to 2**32 - 1")
+    return value
 
 
 def _u64_of(value, what):
@@ -249,6 +278,7 @@ def _u64_of(value, what):
 
 
 def _lease_id(lease):
+    """An optional lease (None: no lease)."""
     return 0 if lease is None else _u64_of(lease, "a lease id")
 
 
@@ -293,25 +323,59 @@ def destroy(name):
 
 
 class _Handle:
-    _free = None
+    """A C handle, given back once; a child's handle keeps its parent's alive."""
+
+    _free = None  # the name of the C function that frees the handle
 
     def __init__(self, handle, parent=None):
         self._handle = handle
-        self._parent = parent  # kept alive while this lives
+        self._parent = parent
+        self._children = 0
+        self._closing = False
+        self._guard = threading.Lock()
+        self._free_function = _f[self._free]  # bound now: module globals go at exit
+        if parent is not None:
+            with parent._guard:
+                parent._children += 1
 
     def _live(self):
-        if not self._handle:
+        if self._closing or not self._handle:
             raise InvalidArgument(f"this {type(self).__name__} is closed")
         return self._handle
 
+    def _before_free(self):
+        """What closing does before the handle is freed (unlock, resign, revoke)."""
+
     def close(self):
-        if self._handle:
-            _f[self._free](self._handle)
-            self._handle = None
+        with self._guard:
+            if self._closing:
+                return
+            self._closing = True
+            free = self._children == 0
+        try:
+            self._before_free()
+        finally:
+            if free:
+                self._release()
+
+    def _release(self):
+        with self._guard:
+            handle, self._handle = self._handle, None
+        if handle:
+            self._free_function(handle)
+        parent, self._parent = self._parent, None
+        if parent is not None:
+            with parent._guard:
+                parent._children -= 1
+                last = parent._closing and parent._children == 0
+            if last:
+                parent._release()
 
     def __del__(self):
-        with contextlib.suppress(Exception):
+        try:
             self.close()
+        except Exception:  # at interpreter exit, or a failed unlock
+            pass
 
     def __enter__(self):
         return self
@@ -390,8 +454,7 @@ class Client(_Handle):
     def get_prefix(self, prefix, limit=0):
         """Every live key under `prefix` ("" : all), sorted, at most `limit` (0: all)."""
         prefix = _as_bytes(prefix, "prefix")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise TypeError("limit must be an int of at least 0")
+        limit = _count(limit, "limit")
         handle = _handle()
         _check(_f["zaris_range_get"](self._live(), prefix, len(prefix), limit,
                                      ctypes.byref(handle)))
@@ -431,19 +494,28 @@ class Client(_Handle):
     def session(self, ttl=10.0):
         """A Session: a lease bound to this process, kept alive by a thread."""
         handle = _handle()
-        _check(_f["zaris_session_create"](self._live(), _nanoseconds(ttl, "ttl"),
+        _check(_f["zaris_session_create"](self._live(), _nanoseconds(ttl, "ttl", unlimited=False),
                                           ctypes.byref(handle)))
         return Session(handle, self)
 
     @contextlib.contextmanager
     def lock(self, name, ttl=10.0, timeout=None):
-        """Holds the FIFO lock `name` on a session of its own; yields the fencing token."""
+        """Holds the FIFO lock `name` on a session of its own; yields the fencing token.
+        An exception of the body is not hidden by a failed unlock (the lease
+        lost meanwhile); a body that ends well and finds the lock lost raises
+        LeaseLost."""
         with self.session(ttl) as session, session.mutex(name) as mutex:
             token = mutex.lock(timeout)
             try:
                 yield token
-            finally:
+            except BaseException:
+                with contextlib.suppress(Error):
+                    mutex.unlock()
+                raise
+            try:
                 mutex.unlock()
+            except NotOwner:
+                raise LeaseLost(f"the lock {name} was lost while held") from None
 
     def info(self):
         info = _Info()
@@ -458,12 +530,14 @@ class Client(_Handle):
         length, violations = _size(), _size()
         _check(_f["zaris_check"](self._live(), None, 0, ctypes.byref(length),
                                  ctypes.byref(violations)))
-        if violations.value == 0:
-            return []
-        buffer = ctypes.create_string_buffer(length.value)  # the NUL included
-        _check(_f["zaris_check"](self._live(), buffer, len(buffer), ctypes.byref(length),
-                                 ctypes.byref(violations)))
-        return buffer.value.decode("utf-8", "replace").splitlines()
+        while violations.value:
+            buffer = ctypes.create_string_buffer(length.value)  # the NUL included
+            code = _f["zaris_check"](self._live(), buffer, len(buffer), ctypes.byref(length),
+                                     ctypes.byref(violations))
+            if code != _TOO_LARGE:  # more violations since: ask again
+                _check(code)
+                return buffer.raw[:length.value].decode("utf-8", "replace").splitlines()
+        return []
 
 
 class Leases:
@@ -475,7 +549,7 @@ class Leases:
     def grant(self, ttl, bind_to_process=False):
         """A lease that lives `ttl` seconds unless kept alive; returns its id."""
         lease = _u64()
-        _check(_f["zaris_grant"](self._client._live(), _nanoseconds(ttl, "ttl"),
+        _check(_f["zaris_grant"](self._client._live(), _nanoseconds(ttl, "ttl", unlimited=False),
                                  1 if bind_to_process else 0, ctypes.byref(lease)))
         return lease.value
 
@@ -485,18 +559,18 @@ class Leases:
         # out-parameter costs more than the renewal itself), and as few
         # Python steps as the checks allow.
         if type(lease) is not int or not 0 < lease < 2**64:
-            lease = _lease_id(lease)
+            lease = _u64_of(lease, "a lease id")
         ttl = _keep_alive(self._client._handle or self._client._live(), lease)
         if ttl < 0:
             _raise(-ttl)
         return ttl / 1e9
 
     def revoke(self, lease):
-        _check(_f["zaris_revoke"](self._client._live(), _lease_id(lease)))
+        _check(_f["zaris_revoke"](self._client._live(), _u64_of(lease, "a lease id")))
 
     def time_to_live(self, lease):
         info = _LeaseInfo()
-        _check(_f["zaris_time_to_live"](self._client._live(), _lease_id(lease),
+        _check(_f["zaris_time_to_live"](self._client._live(), _u64_of(lease, "a lease id"),
                                         ctypes.byref(info)))
         return LeaseInfo(info.id, info.granted_ttl_ns / 1e9, info.remaining_ns / 1e9,
                          bool(info.bound_to_process), info.owner_pid or None, info.key_count)
@@ -519,19 +593,32 @@ class Watcher(_Handle):
     """The events of a key or prefix, in order; iterating waits for each."""
 
     _free = "zaris_watcher_free"
+    _SLICE = 0.25  # a wait without a limit waits in slices, so that Ctrl-C gets through
 
     def wait(self, timeout=None, max_events=256):
-        """Waits up to `timeout` seconds (None: forever, 0: not at all) for events."""
+        """Waits up to `timeout` seconds (None: until there are some; 0: not at all)."""
+        max_events = _count(max_events, "max_events")
+        if timeout is None:
+            while True:
+                events = self._wait(_nanoseconds(self._SLICE, "timeout"), max_events)
+                if events:
+                    return events
+        return self._wait(_nanoseconds(timeout, "timeout"), max_events)
+
+    def _wait(self, timeout_ns, max_events):
         handle = _handle()
-        _check(_f["zaris_watcher_wait"](self._live(), _nanoseconds(timeout, "timeout"),
-                                        max_events, ctypes.byref(handle)))
+        _check(_f["zaris_watcher_wait"](self._live(), timeout_ns, max_events,
+                                        ctypes.byref(handle)))
         try:
             event = _Event()
             out = []
             for i in range(_f["zaris_events_count"](handle)):
                 _check(_f["zaris_events_at"](handle, i, ctypes.byref(event)))
-                out.append(Event("PUT" if event.type == 1 else "DELETE",
-                                 _REASONS.get(event.reason), event.revision, _kv(event.kv)))
+                kv = _kv(event.kv)
+                if event.type == 2:
+                    kv = kv._replace(value=None)  # a DELETE carries no value
+                out.append(Event({1: "PUT", 2: "DELETE"}.get(event.type, str(event.type)),
+                                 _REASONS.get(event.reason), event.revision, kv))
             return out
         finally:
             _f["zaris_events_free"](handle)
@@ -548,8 +635,14 @@ class Session(_Handle):
     _free = "zaris_session_free"
 
     def revoke(self):
-        """Stops renewing and revokes the lease now, raising if that failed."""
+        """Stops renewing and revokes the lease now (keys, locks and offices under
+        it end), raising if that failed; safe from another thread."""
         _check(_f["zaris_session_close"](self._live()))
+
+    def _before_free(self):
+        # At once, even while mutexes or elections of it are still open.
+        if self._handle:
+            _f["zaris_session_close"](self._handle)
 
     @property
     def lease(self):
@@ -571,24 +664,31 @@ class Session(_Handle):
 
 
 class Mutex(_Handle):
-    """A FIFO lock with fencing tokens (zaris::Mutex)."""
+    """A FIFO lock with fencing tokens (zaris::Mutex); close() unlocks it if held.
+    Two Mutex objects of one session on one name are the same contender."""
 
     _free = "zaris_mutex_free"
+    _held = False
 
     def lock(self, timeout=None):
         """Waits its turn (None: as long as it takes); returns the fencing token."""
         token = _u64()
         _check(_f["zaris_mutex_lock"](self._live(), _nanoseconds(timeout, "timeout"),
                                       ctypes.byref(token)))
+        self._held = True
         return token.value
 
     def try_lock(self):
         """The fencing token if it was free, else None."""
         taken, token = _c.c_int(), _u64()
         _check(_f["zaris_mutex_try_lock"](self._live(), ctypes.byref(taken), ctypes.byref(token)))
-        return token.value if taken.value else None
+        if not taken.value:
+            return None
+        self._held = True
+        return token.value
 
     def unlock(self):
+        self._held = False
         _check(_f["zaris_mutex_unlock"](self._live()))
 
     def is_owner(self):
@@ -596,22 +696,35 @@ class Mutex(_Handle):
         _check(_f["zaris_mutex_is_owner"](self._live(), ctypes.byref(owner)))
         return bool(owner.value)
 
+    def _before_free(self):
+        if self._held and self._handle:
+            self._held = False
+            _f["zaris_mutex_unlock"](self._handle)  # not held any more: nothing to do
+
 
 class Election(_Handle):
-    """Leader election on a name (zaris::Election)."""
+    """Leader election on a name (zaris::Election); close() resigns if elected."""
 
     _free = "zaris_election_free"
+    _elected = False
 
     def campaign(self, value, timeout=None):
         value = _as_bytes(value, "value")
         _check(_f["zaris_election_campaign"](self._live(), value, len(value),
                                              _nanoseconds(timeout, "timeout")))
+        self._elected = True
+
+    def _before_free(self):
+        if self._elected and self._handle:
+            self._elected = False
+            _f["zaris_election_resign"](self._handle)
 
     def proclaim(self, value):
         value = _as_bytes(value, "value")
         _check(_f["zaris_election_proclaim"](self._live(), value, len(value)))
 
     def resign(self):
+        self._elected = False
         _check(_f["zaris_election_resign"](self._live()))
 
     def leader(self):
