@@ -1,5 +1,5 @@
 // The lease table: lease slots, their free list, and the deadline word, which
-// no other code writes.
+// no other code writes (Store::renew, the keep-alive, is inline in store.hpp).
 #include <string>
 
 #include "engine/internal.hpp"
@@ -25,20 +25,6 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
 
 namespace {
 
-// Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
-// atomic step: it fails if the slot now holds another lease.
-bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
-                    std::uint64_t new_deadline) noexcept {
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-  using Pair = unsigned __int128 __attribute__((may_alias));
-  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
-  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
-  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
-#else
-#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
-#endif
-}
-
 // Moves a deadline word that still holds `seen` (an instant) to `next`;
 // on failure `seen` is what it holds now.
 bool cas_deadline(LeaseSlot& lease, std::uint64_t& seen, std::uint64_t next) noexcept {
@@ -46,29 +32,6 @@ bool cas_deadline(LeaseSlot& lease, std::uint64_t& seen, std::uint64_t next) noe
 }
 
 }  // namespace
-
-Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uint64_t& ttl) const noexcept {
-  const std::uint32_t slot = lease_slot_of(want);
-  if (want == 0 || slot >= layout_->caps.max_leases) return Renewal::unknown;
-  LeaseSlot& l = leases_[slot];
-  std::uint64_t current = l.id.load(std::memory_order_acquire);
-  if (current != want) {
-    bool ended = current != 0 && lease_generation(current) > lease_generation(want);
-    return ended ? Renewal::ended : Renewal::unknown;
-  }
-  ttl = l.ttl_ns.load(std::memory_order_relaxed);
-  std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
-  if (deadline >= kDeadlineStates) return Renewal::ended;
-  if (deadline <= t || !owner_alive(l)) {
-    std::uint64_t seal = deadline <= t ? kDeadlineDead : kDeadlineOwnerDied;
-    return cas_lease_pair(l, want, deadline, seal) ? Renewal::ended : Renewal::retry;
-  }
-  if (ttl < static_cast<std::uint64_t>(kMinTtl.count()) ||
-      ttl > static_cast<std::uint64_t>(kMaxTtl.count()))
-    return Renewal::corrupt;
-  // The pair: a slot reused by a later lease (another id) is never extended.
-  return cas_lease_pair(l, want, deadline, t + ttl) ? Renewal::renewed : Renewal::retry;
-}
 
 std::uint64_t Store::seal_if_due(LeaseSlot& l, std::int64_t now) const noexcept {
   // One reading decides: a keep-alive may move the deadline on, or a

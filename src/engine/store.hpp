@@ -17,6 +17,7 @@
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 #include "segment/read_once.hpp"
+#include "zaris/lease.hpp"
 
 namespace zaris::engine {
 
@@ -125,6 +126,7 @@ class Store {
   // and reaping under it agree on one outcome.
   //
   // One attempt of a keep-alive, without the lock, of lease `id` at `now`:
+  // (Inline, below the class: a keep-alive is this and a clock read.)
   enum class Renewal { renewed, ended, unknown, corrupt, retry };
   Renewal renew(std::uint64_t id, std::uint64_t now, std::uint64_t& ttl) const noexcept;
   // Seals the lease if its deadline is at or before `now`. Returns the word
@@ -273,6 +275,43 @@ bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept;
 // Whether a liveness word names a thread that has not died.
 constexpr bool liveness_alive(std::uint32_t word) noexcept {
   return (word & 0x3fffffffu) != 0 && (word & 0x40000000u) == 0;  // TID mask, OWNER_DIED
+}
+
+// Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
+// atomic step: it fails if the slot now holds another lease.
+inline bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
+                           std::uint64_t new_deadline) noexcept {
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+  using Pair = unsigned __int128 __attribute__((may_alias));
+  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
+  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
+  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
+#else
+#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
+#endif
+}
+
+inline Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uint64_t& ttl) const noexcept {
+  const std::uint32_t slot = lease_slot_of(want);
+  if (want == 0 || slot >= layout_->caps.max_leases) return Renewal::unknown;
+  LeaseSlot& l = leases_[slot];
+  std::uint64_t current = l.id.load(std::memory_order_acquire);
+  if (current != want) {
+    bool ended = current != 0 && lease_generation(current) > lease_generation(want);
+    return ended ? Renewal::ended : Renewal::unknown;
+  }
+  ttl = l.ttl_ns.load(std::memory_order_relaxed);
+  std::uint64_t deadline = l.deadline_ns.load(std::memory_order_acquire);
+  if (deadline >= segment::kDeadlineStates) return Renewal::ended;
+  if (deadline <= t || !owner_alive(l)) {
+    std::uint64_t seal = deadline <= t ? segment::kDeadlineDead : segment::kDeadlineOwnerDied;
+    return cas_lease_pair(l, want, deadline, seal) ? Renewal::ended : Renewal::retry;
+  }
+  if (ttl < static_cast<std::uint64_t>(zaris::kMinTtl.count()) ||
+      ttl > static_cast<std::uint64_t>(zaris::kMaxTtl.count()))
+    return Renewal::corrupt;
+  // The pair: a slot reused by a later lease (another id) is never extended.
+  return cas_lease_pair(l, want, deadline, t + ttl) ? Renewal::renewed : Renewal::retry;
 }
 
 }  // namespace zaris::engine
