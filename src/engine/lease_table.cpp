@@ -23,6 +23,18 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
       slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
       hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
 
+bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
+                    std::uint64_t new_deadline) noexcept {
+#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
+  using Pair = unsigned __int128 __attribute__((may_alias));
+  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
+  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
+  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
+#else
+#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
+#endif
+}
+
 namespace {
 
 // Moves a deadline word that still holds `seen` (an instant) to `next`;

@@ -278,18 +278,10 @@ constexpr bool liveness_alive(std::uint32_t word) noexcept {
 }
 
 // Compares the lease's {id, deadline} pair and swaps in a new deadline, in one
-// atomic step: it fails if the slot now holds another lease.
-inline bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
-                           std::uint64_t new_deadline) noexcept {
-#if defined(__x86_64__) && defined(__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16)
-  using Pair = unsigned __int128 __attribute__((may_alias));
-  Pair expected = static_cast<Pair>(expected_deadline) << 64 | id;
-  Pair desired = static_cast<Pair>(new_deadline) << 64 | id;
-  return __sync_bool_compare_and_swap(reinterpret_cast<Pair*>(&lease.id), expected, desired);
-#else
-#error "keep_alive needs a 16-byte compare-and-swap on this architecture"
-#endif
-}
+// atomic step: it fails if the slot now holds another lease. (In
+// lease_table.cpp, which is built for the 16-byte compare-and-swap.)
+bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
+                    std::uint64_t new_deadline) noexcept;
 
 inline Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uint64_t& ttl) const noexcept {
   const std::uint32_t slot = lease_slot_of(want);

@@ -70,15 +70,15 @@ Error Engine::op_error(const TxnOp& op) const {
 // The tests are cheap and in one pass; the reasons (txn_error) are found
 // again, out of line, only for a transaction that fails them.
 bool Engine::txn_ok(const Txn& txn) const noexcept {
-  if ((txn.compares.size() > kMaxTxnOps) | (txn.success.size() > kMaxTxnOps) |
-      (txn.failure.size() > kMaxTxnOps))
+  if (txn.compares.size() > kMaxTxnOps || txn.success.size() > kMaxTxnOps ||
+      txn.failure.size() > kMaxTxnOps)
     return false;
   const std::uint64_t max_key = layout_.caps.max_key_bytes;
-  bool ok = true;
   for (const Compare& c : txn.compares)  // an empty key wraps round to the largest size
-    ok &= (c.key.size() - 1 < max_key) & (c.target <= CompareTarget::lease) &
-          (c.op <= CompareOp::greater);
-  return ok && branch_ok(txn.success) && (txn.failure.empty() || branch_ok(txn.failure));
+    if (c.key.size() - 1 >= max_key || c.target > CompareTarget::lease ||
+        c.op > CompareOp::greater)
+      return false;
+  return branch_ok(txn.success) && (txn.failure.empty() || branch_ok(txn.failure));
 }
 
 bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
@@ -93,7 +93,7 @@ bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
   bool deleting = false;
   for (const TxnOp& op : branch) {
     if (op.kind == Kind::put) [[likely]] {
-      if (!((op.key.size() - 1 < max_key) & (op.value.size() <= max_value))) return false;
+      if (op.key.size() - 1 >= max_key || op.value.size() > max_value) return false;
       bytes += op.key.size() + op.value.size();
       if (puts < kFew) few[puts] = &op.key;
       ++puts;
