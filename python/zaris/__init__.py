@@ -203,13 +203,26 @@ IoError = _error_class("io_error", 14, OSError)
 Compacted = _error_class("compacted", 15)
 TimedOut = _error_class("timed_out", 16, TimeoutError)
 NotOwner = _error_class("not_owner", 17)
-_errors = {cls.code: cls for cls in [
-    NotFound, LeaseLost, AlreadyExists, RevisionMismatch, NoSpace, TooLarge, InvalidArgument,
-    Busy, IncompatibleSegment, StaleSegment, CorruptSegment, SegmentNotReady, PermissionDenied,
-    IoError, Compacted, TimedOut, NotOwner]}
+_errors = {cls.code: cls for cls in Error.__subclasses__()}
 __all__ += [cls.__name__ for cls in _errors.values()]
 
 _OK, _NOT_FOUND, _TOO_LARGE, _TIMED_OUT = 0, 1, 6, 16
+
+
+def _grown(call):
+    """The bytes `call(buffer, capacity, length)` writes, in a buffer grown while
+    it says ZARIS_TOO_LARGE; None for ZARIS_NOT_FOUND."""
+    length = _size()
+    buffer = ctypes.create_string_buffer(256)
+    while True:
+        code = call(buffer, len(buffer), ctypes.byref(length))
+        if code == _NOT_FOUND:
+            return None
+        if code != _TOO_LARGE or length.value <= len(buffer):
+            break
+        buffer = ctypes.create_string_buffer(length.value)
+    _check(code)
+    return buffer.raw[:length.value]
 
 
 def _raise(code):
@@ -437,19 +450,13 @@ class Client(_Handle):
     def get(self, key):
         """The live key as a KeyValue, or None."""
         key = _as_bytes(key, "key")
-        meta, length = _Meta(), _size()
-        buffer = ctypes.create_string_buffer(256)
-        while True:
-            code = _f["zaris_get"](self._live(), key, len(key), buffer, len(buffer),
-                                   ctypes.byref(length), ctypes.byref(meta))
-            if code == _NOT_FOUND:
-                return None
-            if code != _TOO_LARGE or length.value <= len(buffer):
-                break
-            buffer = ctypes.create_string_buffer(length.value)
-        _check(code)
-        return KeyValue(key, buffer.raw[:length.value], meta.lease or None, meta.create_revision,
-                        meta.mod_revision, meta.version)
+        meta = _Meta()
+        value = _grown(lambda buffer, capacity, length: _f["zaris_get"](
+            self._live(), key, len(key), buffer, capacity, length, ctypes.byref(meta)))
+        if value is None:
+            return None
+        return KeyValue(key, value, meta.lease or None, meta.create_revision, meta.mod_revision,
+                        meta.version)
 
     def get_prefix(self, prefix, limit=0):
         """Every live key under `prefix` ("" : all), sorted, at most `limit` (0: all)."""
@@ -729,15 +736,5 @@ class Election(_Handle):
 
     def leader(self):
         """The leader's value (bytes), or None if there is no leader."""
-        length = _size()
-        buffer = ctypes.create_string_buffer(256)
-        while True:
-            code = _f["zaris_election_leader"](self._live(), buffer, len(buffer),
-                                               ctypes.byref(length))
-            if code == _NOT_FOUND:
-                return None
-            if code != _TOO_LARGE or length.value <= len(buffer):
-                break
-            buffer = ctypes.create_string_buffer(length.value)
-        _check(code)
-        return buffer.raw[:length.value]
+        return _grown(lambda buffer, capacity, length: _f["zaris_election_leader"](
+            self._live(), buffer, capacity, length))
