@@ -73,17 +73,13 @@ bool Engine::txn_ok(const Txn& txn) const noexcept {
   if (txn.compares.size() > kMaxTxnOps || txn.success.size() > kMaxTxnOps ||
       txn.failure.size() > kMaxTxnOps)
     return false;
-  const std::uint64_t max_key = layout_.caps.max_key_bytes;
-  for (const Compare& c : txn.compares)  // an empty key wraps round to the largest size
-    if (c.key.size() - 1 >= max_key || c.target > CompareTarget::lease ||
-        c.op > CompareOp::greater)
+  for (const Compare& c : txn.compares)
+    if (!key_ok(c.key) || c.target > CompareTarget::lease || c.op > CompareOp::greater)
       return false;
   return branch_ok(txn.success) && (txn.failure.empty() || branch_ok(txn.failure));
 }
 
 bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
-  const std::uint64_t max_key = layout_.caps.max_key_bytes;
-  const std::uint64_t max_value = layout_.caps.max_value_bytes;
   std::uint64_t bytes = 0;
   // The keys of the first few puts; with no more puts and no delete, they
   // are all written_twice would have to compare.
@@ -93,7 +89,7 @@ bool Engine::branch_ok(const std::vector<TxnOp>& branch) const noexcept {
   bool deleting = false;
   for (const TxnOp& op : branch) {
     if (op.kind == Kind::put) [[likely]] {
-      if (op.key.size() - 1 >= max_key || op.value.size() > max_value) return false;
+      if (!put_ok(op.key, op.value)) return false;
       bytes += op.key.size() + op.value.size();
       if (puts < kFew) few[puts] = &op.key;
       ++puts;
