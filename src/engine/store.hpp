@@ -302,8 +302,12 @@ inline Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uin
   if (ttl < static_cast<std::uint64_t>(zaris::kMinTtl.count()) ||
       ttl > static_cast<std::uint64_t>(zaris::kMaxTtl.count()))
     return Renewal::corrupt;
+  // Never earlier than it is: a keep-alive that read its clock before another
+  // landed (or the reaper filed the later deadline) leaves the later one. The
+  // compare-and-swap to the same word still proves the pair was this lease.
+  const std::uint64_t next = deadline < t + ttl ? t + ttl : deadline;
   // The pair: a slot reused by a later lease (another id) is never extended.
-  return cas_lease_pair(l, want, deadline, t + ttl) ? Renewal::renewed : Renewal::retry;
+  return cas_lease_pair(l, want, deadline, next) ? Renewal::renewed : Renewal::retry;
 }
 
 }  // namespace zaris::engine

@@ -77,6 +77,39 @@ BOOST_FIXTURE_TEST_CASE(keep_alive_resets_the_remaining_time, SegmentFixture) {
   BOOST_TEST(client->leases().keep_alive(*id).code() == Errc::lease_lost);
 }
 
+// Two keep-alives race: the one that read its clock first may land last. It
+// must not move the deadline back to its earlier instant (the reaper may have
+// filed the later one already, and the lease was promised until then). Here
+// the late one is a client whose clock reads earlier.
+BOOST_FIXTURE_TEST_CASE(a_late_keep_alive_never_shortens_the_lease, SegmentFixture) {
+  auto id = client->leases().grant(1s);
+  BOOST_REQUIRE(id.ok());
+  BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*id)).ok());
+  auto behind = std::make_shared<zaris::ManualClock>(clock->now_ns());
+  zaris::ClientOptions behind_options;
+  behind_options.clock = behind;
+  auto late = zaris::Client::open(name, behind_options);
+  BOOST_REQUIRE(late.ok());
+  behind->advance(100ms);
+  clock->advance(500ms);
+  BOOST_REQUIRE(client->leases().keep_alive(*id).ok());  // until 1.5 s
+  clock->advance(600ms);  // 1.1 s, past the first deadline: the reaper refiles the lease
+  BOOST_REQUIRE(client->put("other", "v").ok());
+  require_consistent();
+  auto kept = late->leases().keep_alive(*id);  // read 0.1 s: it would say 1.1 s
+  BOOST_REQUIRE(kept.ok());
+  BOOST_TEST(kept->count() == std::chrono::nanoseconds(1s).count());
+  require_consistent();
+  BOOST_TEST(client->get("k")->has_value());
+  BOOST_TEST(client->leases().time_to_live(*id)->remaining.count() ==
+             std::chrono::nanoseconds(400ms).count());
+  clock->advance(399ms);
+  BOOST_TEST(client->get("k")->has_value());
+  clock->advance(1ms);
+  BOOST_TEST(!client->get("k")->has_value());
+  require_consistent();
+}
+
 BOOST_FIXTURE_TEST_CASE(expired_lease_is_never_resurrected, SegmentFixture) {
   auto id = client->leases().grant(1s);
   BOOST_REQUIRE(id.ok());

@@ -89,6 +89,7 @@ BOOST_AUTO_TEST_CASE(keep_alive_races_expiry_revoke_and_reuse) {
     BOOST_TEST(client.leases().keep_alive(LeaseId(id)).code() == Errc::lease_lost);
   auto violations = client.check();
   BOOST_REQUIRE(violations.ok());
+  for (const std::string& v : *violations) BOOST_TEST_MESSAGE("violation: " << v);
   BOOST_TEST(violations->empty());
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
