@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "command_group.hpp"
+#include "metrics.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -509,6 +510,65 @@ void cmd_status(const Globals& g) {
       fmt::print("size {} bytes\n", info.size_bytes);
       return;
   }
+}
+
+// ---------------------------------------------------------------- stats, metrics
+
+void cmd_stats(const Globals& g) {
+  auto client = open_segment(g);
+  const auto info = must(client.info());
+  const auto metrics = zarisctl::metrics_of(info);
+  switch (g.format()) {
+    case Format::json_lines: {
+      json out = json::object();
+      put_bytes(out, "segment", info.path);
+      json counters = json::object();
+      json gauges = json::object();
+      for (const auto& m : metrics) (m.counter ? counters : gauges)[std::string(m.name)] = m.value;
+      out["counters"] = counters;
+      out["gauges"] = gauges;
+      print_json(out);
+      return;
+    }
+    case Format::table: {
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& m : metrics)
+        rows.push_back({std::string(m.name), m.counter ? "counter" : "gauge",
+                        std::to_string(m.value)});
+      print_table({"NAME", "TYPE", "VALUE"}, std::move(rows));
+      return;
+    }
+    case Format::simple:
+      for (const auto& m : metrics) fmt::print("{} {}\n", m.name, m.value);
+      return;
+  }
+}
+
+void cmd_metrics(const Globals& g, bool serve, const std::string& listen) {
+  auto client = open_segment(g);
+  auto render = [&]() -> zaris::Result<std::string> {
+    auto info = client.info();
+    if (!info) return std::move(info).error();
+    return zarisctl::prometheus_text(*info);
+  };
+  if (!serve) {
+    std::string text = must(render());
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    flush_out();
+    return;
+  }
+  auto address = zarisctl::parse_listen_address(listen);
+  if (!address)
+    throw Usage{fmt::format("--listen '{}' is not HOST:PORT (e.g. 127.0.0.1:9464, [::1]:9464)",
+                            listen)};
+  StopSignal stop;
+  std::string failed = zarisctl::serve_metrics(
+      *address, render, [&] { while (!stop.sleep_for(std::chrono::hours(1))) {} },
+      [](const std::string& url) {
+        fmt::print("serving {} until SIGINT/SIGTERM\n", url);
+        flush_out();
+      });
+  if (!failed.empty()) throw Failure{failed};
 }
 
 int cmd_check(const Globals& g) {
@@ -1464,6 +1524,18 @@ int main(int argc, char** argv) {
   });
   app.add_subcommand("check", "verify every invariant of the segment")->callback([&] {
     action = [&] { status = cmd_check(g); };
+  });
+  app.add_subcommand("stats", "the segment's counters and gauges")->callback([&] {
+    action = [&] { cmd_stats(g); };
+  });
+  std::string metrics_listen;
+  auto* metrics = app.add_subcommand(
+      "metrics", "counters and gauges in the Prometheus text format, or served over HTTP");
+  auto* listen_option = metrics->add_option("--listen", metrics_listen,
+                      "serve them at http://HOST:PORT/metrics until SIGINT/SIGTERM "
+                      "(e.g. 127.0.0.1:9464; port 0 takes a free one)");
+  metrics->callback([&] {
+    action = [&] { cmd_metrics(g, listen_option->count() > 0, metrics_listen); };
   });
 
   // lease grant | revoke | keep-alive | timetolive | list

@@ -20,6 +20,24 @@
 namespace zaris {
 
 // What a segment holds and how it is built; a consistent snapshot.
+// What the segment has counted since it was created (docs/metrics.md). Each
+// only grows. Leases ended are counted when their slot is freed; renewals
+// may lag by up to a millisecond of another thread's keep-alives.
+struct SegmentCounters {
+  std::uint64_t leases_granted = 0;
+  std::uint64_t renewals = 0;           // successful keep-alives
+  std::uint64_t leases_revoked = 0;
+  std::uint64_t leases_expired = 0;     // their deadline passed
+  std::uint64_t leases_owner_died = 0;  // bound leases whose process died
+  std::uint64_t owner_deaths = 0;       // registrations found dead
+  std::uint64_t recoveries = 0;         // repairs after a process died holding the lock
+  std::uint64_t busy_timeouts = 0;      // operations that gave up waiting for the lock
+  std::uint64_t lock_acquisitions = 0;  // the segment lock taken (every operation but keep-alive)
+  std::uint64_t lock_waits = 0;         // ... of which found it held, and waited
+  std::uint64_t events_written = 0;
+  std::uint64_t watchers_compacted = 0;  // watch reads refused: their events were overwritten
+};
+
 struct SegmentInfo {
   std::string path;  // /dev/shm/NAME or the file path
   std::uint32_t layout_version = 0;
@@ -32,6 +50,7 @@ struct SegmentInfo {
   std::uint32_t processes = 0;              // live registrations (clients that bound a lease)
   std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
   std::uint64_t max_txn_bytes = 0;          // keys and values one transaction branch may put
+  SegmentCounters counters;
 };
 
 // A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,

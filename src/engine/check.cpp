@@ -90,6 +90,13 @@ std::vector<std::string> Engine::check_locked() const {
     }
     if (allocated != st.lease_count)
       fail("lease count is " + n(st.lease_count) + " but " + n(allocated) + " slots are allocated");
+    // Counted in the transactions that grant and free: every lease granted
+    // and not yet freed holds a slot.
+    const segment::LockedCounters& c = store_.counters();
+    const std::uint64_t ended = c.leases_revoked + c.leases_expired + c.leases_owner_died;
+    if (c.leases_granted < ended || c.leases_granted - ended != allocated)
+      fail("lease counters say " + n(c.leases_granted) + " granted and " + n(ended) +
+           " freed, but " + n(allocated) + " slots are allocated");
     std::uint32_t listed = 0;
     std::uint32_t last = kNone;
     for (std::uint32_t s = st.lease_free_head; s != kNone;) {

@@ -2,7 +2,11 @@
 // function each over the components (docs/segment.md).
 #include "engine/engine.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "engine/internal.hpp"
@@ -21,13 +25,92 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       channels_(reinterpret_cast<segment::Channels*>(mapping_->base() + layout_.channels_offset)),
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
-      lock_timeout_(segment::to_nanoseconds(options.lock_timeout)) {
+      lock_timeout_(segment::to_nanoseconds(options.lock_timeout)),
+      serial_(next_serial()),
+      renewal_sink_(std::make_shared<RenewalSink>()) {
+  renewal_sink_->counter = &control_->shared.renewals;
   enlist_for_fork();
 }
 
 Engine::~Engine() {
+  add_renewals();
+  {
+    // A thread that ends later adds its tally to nothing.
+    std::lock_guard lock(renewal_sink_->mutex);
+    renewal_sink_->counter = nullptr;
+  }
   delist_for_fork();
   stop_liveness();
+}
+
+// ---- renewals: per-thread tallies (docs/segment.md, "Counters")
+
+namespace {
+
+// How long a thread's renewals may wait in its tally, on the engine's clock.
+constexpr std::int64_t kTallyNs = 1'000'000;
+
+std::atomic<std::uint64_t> g_engine_serial{0};
+
+// This thread's renewals not yet added to its engine's counter. Plain data,
+// so that the keep-alive's access to it is one TLS load.
+struct RenewalTally {
+  std::uint64_t engine = 0;  // the serial of the engine it counts for; 0: none
+  std::uint64_t count = 0;
+  std::int64_t added_at = 0;  // when it was last added in
+};
+thread_local RenewalTally t_tally;
+
+// Adds the tally to the segment through the sink, if its engine still lives.
+void add_through(const std::shared_ptr<RenewalSink>& sink, RenewalTally& tally) noexcept {
+  if (tally.count != 0 && sink) {
+    std::lock_guard lock(sink->mutex);
+    if (sink->counter != nullptr) sink->counter->fetch_add(tally.count, std::memory_order_relaxed);
+  }
+  tally.count = 0;
+}
+
+// When the thread ends: its tally, for the engine it was counting for.
+struct TallyAtExit {
+  std::weak_ptr<RenewalSink> sink;
+  ~TallyAtExit() { add_through(sink.lock(), t_tally); }
+};
+thread_local TallyAtExit t_tally_at_exit;
+
+// In a child of fork(): the tally is the parent's to add.
+void forget_tally_in_child() noexcept {
+  t_tally = RenewalTally{};
+}
+
+}  // namespace
+
+std::uint64_t Engine::next_serial() noexcept {
+  static const int registered = ::pthread_atfork(nullptr, nullptr, forget_tally_in_child);
+  (void)registered;
+  return g_engine_serial.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+void Engine::count_renewal(std::int64_t t) noexcept {
+  RenewalTally& tally = t_tally;
+  if (tally.engine != serial_) [[unlikely]] {
+    // Counting for another engine until now: its tally goes there first.
+    add_through(t_tally_at_exit.sink.lock(), tally);
+    tally.engine = serial_;
+    tally.added_at = t;
+    t_tally_at_exit.sink = renewal_sink_;
+  }
+  ++tally.count;
+  if (t - tally.added_at < kTallyNs) return;
+  control_->shared.renewals.fetch_add(tally.count, std::memory_order_relaxed);
+  tally.count = 0;
+  tally.added_at = t;
+}
+
+void Engine::add_renewals() noexcept {
+  RenewalTally& tally = t_tally;
+  if (tally.engine != serial_ || tally.count == 0) return;
+  control_->shared.renewals.fetch_add(tally.count, std::memory_order_relaxed);
+  tally.count = 0;
 }
 
 std::int64_t Engine::now() const noexcept {
@@ -93,8 +176,11 @@ Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {
   // against reaping and reuse; a lost race is tried again at a new instant.
   for (int attempt = 0; attempt < 10000; ++attempt) {
     std::uint64_t ttl = 0;
-    switch (store_.renew(id.value(), static_cast<std::uint64_t>(now()), ttl)) {
-      case Store::Renewal::renewed: return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
+    const std::int64_t t = now();
+    switch (store_.renew(id.value(), static_cast<std::uint64_t>(t), ttl)) {
+      case Store::Renewal::renewed:
+        count_renewal(t);
+        return std::chrono::nanoseconds(static_cast<std::int64_t>(ttl));
       case Store::Renewal::ended: return lease_error(LeaseLookup::lost, id);
       case Store::Renewal::unknown: return lease_error(LeaseLookup::unknown, id);
       case Store::Renewal::corrupt:
@@ -230,6 +316,7 @@ Result<DeleteResult> Engine::del(std::string_view key, bool prefix) {
 }
 
 Result<SegmentInfo> Engine::info() {
+  add_renewals();  // this thread's, so that its own keep-alives are all counted
   return locked<SegmentInfo>(Reap::no, [&](Op&, std::int64_t) -> Result<SegmentInfo> {
     const StoreState& st = store_.state();
     SegmentInfo info;
@@ -240,6 +327,7 @@ Result<SegmentInfo> Engine::info() {
     info.capacities.max_keys = layout_.caps.max_keys;
     info.capacities.max_key_bytes = layout_.caps.max_key_bytes;
     info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
+    info.capacities.max_events = layout_.caps.max_events;
     info.capacities.max_processes = layout_.caps.max_processes;
     info.revision = st.revision;
     for (std::uint32_t i = 0; i < layout_.caps.max_processes; ++i)
@@ -253,6 +341,20 @@ Result<SegmentInfo> Engine::info() {
     info.keys_used = st.key_count - std::min(st.vacant_count, st.key_count);
     info.recoveries = st.recoveries;
     info.max_txn_bytes = max_txn_bytes();
+    const segment::LockedCounters& c = store_.counters();
+    SegmentCounters& out = info.counters;
+    out.leases_granted = c.leases_granted;
+    out.renewals = control_->shared.renewals.load(std::memory_order_relaxed);
+    out.leases_revoked = c.leases_revoked;
+    out.leases_expired = c.leases_expired;
+    out.leases_owner_died = c.leases_owner_died;
+    out.owner_deaths = c.owner_deaths;
+    out.recoveries = st.recoveries;
+    out.busy_timeouts = control_->shared.busy_timeouts.load(std::memory_order_relaxed);
+    out.lock_acquisitions = control_->lock_acquisitions.load(std::memory_order_relaxed);
+    out.lock_waits = control_->lock_waits.load(std::memory_order_relaxed);
+    out.events_written = ring_->head;
+    out.watchers_compacted = control_->shared.watchers_compacted.load(std::memory_order_relaxed);
     return info;
   });
 }

@@ -21,6 +21,12 @@
 
 namespace zaris::engine {
 
+// Where a thread's renewal tally is added when it ends (engine.cpp).
+struct RenewalSink {
+  std::mutex mutex;
+  std::atomic<std::uint64_t>* counter = nullptr;  // null once the engine is gone
+};
+
 class Engine {
  public:
   Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options);
@@ -253,6 +259,15 @@ class Engine {
   segment::EventRingHeader* ring_;
   std::shared_ptr<const Clock> clock_;
   std::chrono::nanoseconds lock_timeout_;
+  // Renewals: each thread tallies its own and adds them to the segment's
+  // counter now and then (docs/segment.md, "Counters"). The serial names this
+  // engine in a thread's tally; the sink lets a thread that ends add its
+  // tally while the engine lives, and not after.
+  static std::uint64_t next_serial() noexcept;
+  void count_renewal(std::int64_t now) noexcept;
+  void add_renewals() noexcept;  // this thread's tally, now
+  std::uint64_t serial_;
+  std::shared_ptr<RenewalSink> renewal_sink_;
 
   // fork(): every Engine's registration_mutex_ is held across it (a
   // pthread_atfork handler), so that no child inherits one locked by a thread

@@ -14,6 +14,7 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
     : base_(base),
       layout_(&layout),
       state_(&reinterpret_cast<segment::Control*>(base + layout.control_offset)->state),
+      counters_(&reinterpret_cast<segment::Control*>(base + layout.control_offset)->counters),
       journal_(reinterpret_cast<segment::JournalHeader*>(base + layout.journal_offset)),
       leases_(reinterpret_cast<LeaseSlot*>(base + layout.leases_offset)),
       heap_(reinterpret_cast<HeapEntry*>(base + layout.heap_offset)),
@@ -152,6 +153,7 @@ std::uint32_t Store::grant(Tx& tx, std::uint64_t ttl_ns, std::int64_t now, std::
   tx.set_atomic(l.id, generation << layout_->lease_slot_bits | slot);
   tx.set_atomic(l.deadline_ns, deadline);
   tx.set(st.lease_count, st.lease_count + 1);
+  tx.set(counters_->leases_granted, counters_->leases_granted + 1);
   return slot;
 }
 

@@ -44,6 +44,12 @@ bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
     --key_budget;
     ++in_tx;
   }
+  // Counted once, as its slot is freed, by why it ended.
+  segment::LockedCounters& c = store_.counters();
+  std::uint64_t& ended = reason == segment::kReasonRevoked     ? c.leases_revoked
+                         : reason == segment::kReasonOwnerDied ? c.leases_owner_died
+                                                               : c.leases_expired;
+  tx.set(ended, ended + 1);
   store_.free_lease(tx, slot);
   tx.commit();
   return true;
@@ -118,6 +124,7 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   StoreState& st = store_.state();
   tx.set(p.state, segment::kProcessDying);
   tx.set(st.dying_processes, st.dying_processes + 1);
+  tx.set(store_.counters().owner_deaths, store_.counters().owner_deaths + 1);
   tx.commit();
   // The kernel woke one waiter on the death, perhaps not all: wake them all.
   segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));

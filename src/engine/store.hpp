@@ -77,6 +77,8 @@ class Store {
   const Layout& layout() const { return *layout_; }
   std::uint8_t* base() const { return base_; }
   StoreState& state() const { return *state_; }
+  // Written by the holder through the journal (docs/segment.md, "Counters").
+  segment::LockedCounters& counters() const { return *counters_; }
   segment::JournalHeader& journal() const { return *journal_; }
   std::uint64_t hash_seed() const { return hash_seed_; }
 
@@ -255,6 +257,7 @@ class Store {
   std::uint8_t* base_;
   const Layout* layout_;
   StoreState* state_;
+  segment::LockedCounters* counters_;
   segment::JournalHeader* journal_;
   LeaseSlot* leases_;
   HeapEntry* heap_;

@@ -141,6 +141,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       if (first > head || head - first > layout_.caps.max_events)
         abort_corrupt("event ring bounds");
       auto compacted_error = [&] {
+        control_->shared.watchers_compacted.fetch_add(1, std::memory_order_relaxed);
         return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +
                                           " are gone: the watcher fell behind"};
       };

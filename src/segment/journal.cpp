@@ -11,12 +11,15 @@ bool within(std::uint64_t offset, std::uint64_t length, std::uint64_t begin, std
          offset - begin <= end - begin - length;
 }
 
-// A target may lie in the store state, the journal's intent fields, or the
-// tables; never in the header, the mutex or the undo records.
+// A target may lie in the store state, the locked counters, the journal's
+// intent fields, or the tables; never in the header, the mutex or the undo
+// records.
 bool target_in_bounds(const Layout& layout, std::uint64_t offset, std::uint64_t length) {
   std::uint64_t state_begin = layout.control_offset + offsetof(Control, state);
+  std::uint64_t counters_begin = layout.control_offset + offsetof(Control, counters);
   std::uint64_t intent_begin = layout.journal_offset + offsetof(JournalHeader, intent_kind);
   return within(offset, length, state_begin, state_begin + sizeof(StoreState)) ||
+         within(offset, length, counters_begin, counters_begin + sizeof(LockedCounters)) ||
          within(offset, length, intent_begin, layout.records_offset) ||
          within(offset, length, layout.leases_offset, layout.total_bytes);
 }

@@ -33,7 +33,7 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 6;
+inline constexpr std::uint32_t kLayoutVersion = 7;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -153,14 +153,44 @@ static_assert(offsetof(StoreState, lease_count) == 16);
 static_assert(offsetof(StoreState, heap_size) == 36);
 static_assert(offsetof(StoreState, skip_head) == 56);
 
+// Counters an operator reads (docs/segment.md, "Counters"). Only ever
+// grow; nothing decides on them. The holder writes these through the journal.
+struct LockedCounters {
+  std::uint64_t leases_granted;
+  std::uint64_t leases_revoked;     // counted when the reaper frees the slot, by end reason
+  std::uint64_t leases_expired;
+  std::uint64_t leases_owner_died;
+  std::uint64_t owner_deaths;       // registrations found dead
+  std::uint64_t reserved[3];
+};
+static_assert(sizeof(LockedCounters) == 64);
+
+// Added to without the lock (fetch_add), on a line of their own.
+struct alignas(kCacheLine) SharedCounters {
+  std::atomic<std::uint64_t> renewals;  // per-thread tallies added in (docs/segment.md)
+  std::atomic<std::uint64_t> busy_timeouts;
+  std::atomic<std::uint64_t> watchers_compacted;
+  std::uint64_t reserved[5];
+};
+static_assert(sizeof(SharedCounters) == 64);
+
 struct alignas(kCacheLine) Control {
   pthread_mutex_t mutex;                  // robust, process-shared, normal type
   std::atomic<std::uint32_t> holder_pid;  // pid of the holder, for "busy" errors; advisory
   std::uint32_t reserved;
+  // Written by the holder right after it takes the lock, not journaled.
+  std::atomic<std::uint64_t> lock_acquisitions;
+  std::atomic<std::uint64_t> lock_waits;  // acquisitions that found it held
   alignas(kCacheLine) StoreState state;
+  alignas(kCacheLine) LockedCounters counters;
+  SharedCounters shared;
 };
+static_assert(sizeof(pthread_mutex_t) + 8 <= offsetof(Control, lock_acquisitions));
+static_assert(offsetof(Control, lock_waits) + 8 <= 64);
 static_assert(offsetof(Control, state) == 64);
-static_assert(sizeof(Control) == 192);
+static_assert(offsetof(Control, counters) == 192);
+static_assert(offsetof(Control, shared) == 256);
+static_assert(sizeof(Control) == 320);
 
 // The undo log. `used_bytes` is the publish point: records at offsets below it
 // are valid. The intent fields describe an operation too large for one

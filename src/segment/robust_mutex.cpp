@@ -165,10 +165,11 @@ std::int64_t monotonic_ns() noexcept {
 // wake-up cost more. Only with another CPU to release it meanwhile.
 constexpr std::int64_t kSpinNs = 10'000;
 
+// REQUIRES: a trylock just found it held.
 int spin_trylock(pthread_mutex_t& mutex) noexcept {
   static const bool other_cpus = ::sysconf(_SC_NPROCESSORS_ONLN) > 1;
-  int rc = try_lock_robust(mutex);
-  if (rc != EBUSY || !other_cpus) return rc;
+  int rc = EBUSY;
+  if (!other_cpus) return rc;
   // glibc keeps the futex word first: 0 when free.
   std::atomic_ref<int> word(*reinterpret_cast<int*>(&mutex));
   const std::int64_t stop = monotonic_ns() + kSpinNs;
@@ -186,10 +187,22 @@ int spin_trylock(pthread_mutex_t& mutex) noexcept {
   }
 }
 
+// The holder's own counts (docs/segment.md, "Counters"): alone, it needs no
+// locked instruction.
+void count_acquisition(Control& control, bool waited) noexcept {
+  auto bump = [](std::atomic<std::uint64_t>& counter) {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  };
+  bump(control.lock_acquisitions);
+  if (waited) bump(control.lock_waits);
+}
+
 }  // namespace
 
 Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexcept {
-  int rc = spin_trylock(control.mutex);
+  int rc = try_lock_robust(control.mutex);
+  const bool waited = rc == EBUSY;
+  if (waited) rc = spin_trylock(control.mutex);
   if (rc == EBUSY) {
     const std::int64_t give_up = deadline_after(monotonic_ns(), timeout);
 #if defined(__SANITIZE_THREAD__)
@@ -215,11 +228,14 @@ Result<Acquired> lock(Control& control, std::chrono::nanoseconds timeout) noexce
   switch (rc) {
     case 0:
       control.holder_pid.store(static_cast<std::uint32_t>(self_pid()), std::memory_order_relaxed);
+      count_acquisition(control, waited);
       return Acquired::clean;
     case EOWNERDEAD:
       control.holder_pid.store(static_cast<std::uint32_t>(self_pid()), std::memory_order_relaxed);
+      count_acquisition(control, waited);
       return Acquired::owner_died;
     case ETIMEDOUT: {
+      control.shared.busy_timeouts.fetch_add(1, std::memory_order_relaxed);
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count();
       return Error{Errc::busy,
                    "segment is busy: pid " +

@@ -125,6 +125,11 @@ BOOST_FIXTURE_TEST_CASE(a_bound_lease_ends_when_its_owner_is_killed, SegmentFixt
   auto info = client->info();
   BOOST_TEST(info->processes == 0u);
   BOOST_TEST(info->leases_used == 0u);
+  // Counted: one registration found dead, one lease ended by it.
+  BOOST_TEST(info->counters.owner_deaths == 1u);
+  BOOST_TEST(info->counters.leases_owner_died == 1u);
+  BOOST_TEST(info->counters.leases_granted == 1u);
+  BOOST_TEST(info->counters.leases_expired + info->counters.leases_revoked == 0u);
   require_consistent();
   ::munmap(shared, sizeof(Shared));
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "segment/crash_point.hpp"
 #include "support.hpp"
@@ -80,10 +81,27 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
     BOOST_TEST(waiting.get("k").code() == Errc::busy);
     // keep_alive never takes the lock: a stopped holder cannot make leases lapse.
     BOOST_TEST(waiting.leases().keep_alive(*lease).ok());
+    // A patient client finds the lock held, and waits for it.
+    std::atomic<pid_t> patient_tid{0};
+    std::thread patient([&] {
+      patient_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+      BOOST_TEST(client->put("patient", "v").ok());
+    });
+    zaris::test::eventually([&] { return patient_tid.load() != 0; });
+    // Asleep on the lock's futex (or, under TSan, polling it between sleeps).
+    BOOST_TEST(zaris::test::eventually([&] {
+      return zaris::test::blocked_in(::getpid(), patient_tid.load(),
+                                     {SYS_futex, SYS_clock_nanosleep, SYS_nanosleep}) != 0;
+    }));
     BOOST_REQUIRE(holder.resume() == 0);
+    patient.join();
     BOOST_TEST(waiting.put("k", "v").ok());
     BOOST_TEST(waiting.get("from-holder")->has_value());
   }
+  auto counted = client->info()->counters;
+  BOOST_TEST(counted.busy_timeouts == 2u);  // the impatient put and get
+  BOOST_TEST(counted.lock_waits == 1u);     // the patient put
+  BOOST_TEST(counted.recoveries == 0u);
   require_consistent();
 }
 

@@ -27,7 +27,7 @@ BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
     std::uint64_t E = o.max_events;
     std::uint64_t V = (64 + o.max_key_bytes + o.max_value_bytes + 7) / 8 * 8;
     std::uint64_t P = o.max_processes;
-    std::uint64_t expected = 192 + 192 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) +
+    std::uint64_t expected = 192 + 320 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) +
                              r64(K * S) + r64(8 * B) + r64(8 + 8 * 256 + 24) + r64(64 + E * V) +
                              128 * P;
     BOOST_TEST(zaris::segment_size(o) == expected);
