@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libcpp-httplib-dev clang libclang-rt-14-dev dpkg-dev pkg-config doxygen python3 python3-pytest)
+  libcpp-httplib-dev tmux clang libclang-rt-14-dev dpkg-dev pkg-config doxygen python3 python3-pytest)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -31,6 +31,7 @@
 
 #include "command_group.hpp"
 #include "metrics.hpp"
+#include "top.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -1474,6 +1475,10 @@ void cmd_janitor(const Globals& g) {
 
 }  // namespace
 
+std::string zarisctl::printable(const std::string& bytes) {
+  return ::printable(bytes);
+}
+
 int main(int argc, char** argv) {
   // Never killed by a signal: a closed pipe is a write error, and SIGINT and
   // SIGTERM are taken by the commands that wait (all threads inherit this).
@@ -1527,6 +1532,21 @@ int main(int argc, char** argv) {
   });
   app.add_subcommand("stats", "the segment's counters and gauges")->callback([&] {
     action = [&] { cmd_stats(g); };
+  });
+  std::string top_refresh = "250ms";
+  auto* top = app.add_subcommand(
+      "top", "a live view of the leases, the queues of locks and elections, and the counters");
+  top->add_option("--refresh", top_refresh, "time between refreshes (e.g. 250ms, 1s)")
+      ->capture_default_str();
+  top->callback([&] {
+    action = [&] {
+      const auto every = duration_arg(top_refresh, "--refresh");
+      if (every < 10ms || every > 1h) throw Usage{"--refresh must be between 10ms and 1h"};
+      auto client = open_segment(g);
+      status = zarisctl::run_top(
+          client, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(every)
+                                       .count()));
+    };
   });
   std::string metrics_listen;
   auto* metrics = app.add_subcommand(

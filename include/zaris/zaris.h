@@ -120,6 +120,26 @@ typedef struct zaris_info {
 } zaris_info;
 
 int zaris_get_info(zaris_client* client, zaris_info* info);
+
+/* What a segment has counted since its creation (zaris::SegmentCounters,
+ * docs/metrics.md); each only grows. Ended leases are counted as their slot
+ * is freed; another thread's renewals may show up to 1 ms late. */
+typedef struct zaris_counters {
+  uint64_t leases_granted;
+  uint64_t renewals; /* successful keep-alives */
+  uint64_t leases_revoked;
+  uint64_t leases_expired;
+  uint64_t leases_owner_died; /* bound leases whose process died */
+  uint64_t owner_deaths;      /* registrations found dead */
+  uint64_t recoveries;
+  uint64_t busy_timeouts;     /* operations that gave up waiting for the lock */
+  uint64_t lock_acquisitions; /* the segment lock taken */
+  uint64_t lock_waits;        /* ... of which found it held, and waited */
+  uint64_t events_written;
+  uint64_t watchers_compacted;
+} zaris_counters;
+
+int zaris_get_counters(zaris_client* client, zaris_counters* counters);
 /* Verifies every invariant; *violations receives their number (always).
  * `report` receives one line per violation, each ended by '\n', then a NUL,
  * and *length the bytes of the lines. Too small, ZARIS_TOO_LARGE, and

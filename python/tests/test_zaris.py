@@ -73,6 +73,22 @@ def test_keys_values_and_leases(client):
     assert status.bound_to_process and status.owner_pid == os.getpid()
 
 
+def test_counters_count_what_was_done(client):
+    before = client.counters()
+    assert set(before) >= {"leases_granted", "renewals", "leases_revoked", "lock_acquisitions"}
+    lease = client.leases.grant(ttl=10.0)
+    client.put("k", "v", lease=lease)
+    for _ in range(3):
+        client.leases.keep_alive(lease)
+    client.leases.revoke(lease)
+    after = client.counters()
+    assert after["leases_granted"] == before["leases_granted"] + 1
+    assert after["renewals"] == before["renewals"] + 3  # this thread's, all counted
+    assert after["leases_revoked"] == before["leases_revoked"] + 1
+    assert after["events_written"] == before["events_written"] + 2  # the PUT, its DELETE
+    assert after["lock_acquisitions"] > before["lock_acquisitions"]
+
+
 def test_bad_input_raises_and_changes_nothing(client):
     before = client.info().revision
     with pytest.raises(TypeError):

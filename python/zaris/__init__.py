@@ -77,6 +77,15 @@ class _Info(ctypes.Structure):
                 ("max_txn_bytes", _u64)]
 
 
+_COUNTER_NAMES = ("leases_granted", "renewals", "leases_revoked", "leases_expired",
+                  "leases_owner_died", "owner_deaths", "recoveries", "busy_timeouts",
+                  "lock_acquisitions", "lock_waits", "events_written", "watchers_compacted")
+
+
+class _Counters(ctypes.Structure):
+    _fields_ = [(name, _u64) for name in _COUNTER_NAMES]
+
+
 class _LeaseInfo(ctypes.Structure):
     _fields_ = [("id", _u64), ("granted_ttl_ns", _i64), ("remaining_ns", _i64),
                 ("bound_to_process", _c.c_int), ("owner_pid", _i32), ("key_count", _size)]
@@ -124,6 +133,7 @@ for _name, _res, _args in [
     ("zaris_destroy", _int, [_bytes]),
     ("zaris_close", None, [_handle]),
     ("zaris_get_info", _int, [_handle, _p(_Info)]),
+    ("zaris_get_counters", _int, [_handle, _p(_Counters)]),
     ("zaris_check", _int, [_handle, _c.c_char_p, _size, _p(_size), _p(_size)]),
     ("zaris_grant", _int, [_handle, _i64, _int, _p(_u64)]),
     ("zaris_keep_alive_ttl", _i64, [_handle, _u64]),
@@ -531,6 +541,13 @@ class Client(_Handle):
         return SegmentInfo(info.layout_version, info.size_bytes, caps, info.revision,
                            info.leases_used, info.keys_used, info.recoveries, info.processes,
                            info.janitor_pid or None, info.max_txn_bytes)
+
+    def counters(self):
+        """What the segment has counted since its creation (docs/metrics.md): a dict
+        of name to count, each only growing."""
+        counted = _Counters()
+        _check(_f["zaris_get_counters"](self._live(), ctypes.byref(counted)))
+        return {name: getattr(counted, name) for name in _COUNTER_NAMES}
 
     def check(self):
         """Verifies every invariant; one line per violation, none when consistent."""

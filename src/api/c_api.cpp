@@ -159,6 +159,20 @@ int zaris_get_info(zaris_client* client, zaris_info* info) {
   });
 }
 
+int zaris_get_counters(zaris_client* client, zaris_counters* counters) {
+  if (client == nullptr || counters == nullptr) return invalid("client or counters is null");
+  return guarded([&] {
+    auto got = client->client.info();
+    if (!got) return fail(got.error());
+    const zaris::SegmentCounters& c = got->counters;
+    *counters = zaris_counters{c.leases_granted, c.renewals,           c.leases_revoked,
+                               c.leases_expired, c.leases_owner_died,  c.owner_deaths,
+                               c.recoveries,     c.busy_timeouts,      c.lock_acquisitions,
+                               c.lock_waits,     c.events_written,     c.watchers_compacted};
+    return kOk;
+  });
+}
+
 int zaris_check(zaris_client* client, char* report, size_t capacity, size_t* length,
                 size_t* violations) {
   if (client == nullptr || length == nullptr || violations == nullptr ||

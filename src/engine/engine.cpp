@@ -90,18 +90,15 @@ std::uint64_t Engine::next_serial() noexcept {
   return g_engine_serial.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-void Engine::count_renewal(std::int64_t t) noexcept {
+void Engine::add_tally(std::int64_t t) noexcept {
   RenewalTally& tally = t_tally;
-  if (tally.engine != serial_) [[unlikely]] {
+  if (tally.engine != serial_) {
     // Counting for another engine until now: its tally goes there first.
     add_through(t_tally_at_exit.sink.lock(), tally);
     tally.engine = serial_;
-    tally.added_at = t;
     t_tally_at_exit.sink = renewal_sink_;
   }
-  ++tally.count;
-  if (t - tally.added_at < kTallyNs) return;
-  control_->shared.renewals.fetch_add(tally.count, std::memory_order_relaxed);
+  control_->shared.renewals.fetch_add(tally.count + 1, std::memory_order_relaxed);
   tally.count = 0;
   tally.added_at = t;
 }
@@ -169,6 +166,16 @@ Result<std::chrono::nanoseconds> Engine::keep_alive(LeaseId id) {
   if (mapping_->lost()) [[unlikely]]
     return mapping_->lost_error();
   return renewed;
+}
+
+// The keep-alive's share: a TLS load, a compare and an increment.
+inline void Engine::count_renewal(std::int64_t t) noexcept {
+  RenewalTally& tally = t_tally;
+  if (tally.engine == serial_ && t - tally.added_at < kTallyNs) [[likely]] {
+    ++tally.count;
+    return;
+  }
+  add_tally(t);
 }
 
 Result<std::chrono::nanoseconds> Engine::renew(LeaseId id) {

@@ -265,6 +265,8 @@ class Engine {
   // tally while the engine lives, and not after.
   static std::uint64_t next_serial() noexcept;
   void count_renewal(std::int64_t now) noexcept;
+  // Adds the tally and this renewal (or starts counting for this engine).
+  [[gnu::cold, gnu::noinline]] void add_tally(std::int64_t now) noexcept;
   void add_renewals() noexcept;  // this thread's tally, now
   std::uint64_t serial_;
   std::shared_ptr<RenewalSink> renewal_sink_;

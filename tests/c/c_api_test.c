@@ -157,6 +157,20 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   zaris_info info;
   CHECK(zaris_get_info(client, &info) == ZARIS_OK);
   CHECK(info.capacities.max_keys == 256 && info.revision > 0 && info.max_txn_bytes > 0);
+  zaris_counters counted;
+  CHECK(zaris_get_counters(client, &counted) == ZARIS_OK);
+  /* The earlier parts of this test granted leases and wrote events. */
+  CHECK(counted.leases_granted > 0 && counted.events_written > 0);
+  CHECK(counted.lock_acquisitions > counted.lock_waits);
+  CHECK(counted.leases_granted >= counted.leases_revoked + counted.leases_expired +
+                                      counted.leases_owner_died);
+  uint64_t granted = counted.leases_granted;
+  uint64_t one = 0;
+  CHECK(zaris_grant(client, kSecond, 0, &one) == ZARIS_OK);
+  CHECK(zaris_get_counters(client, &counted) == ZARIS_OK && counted.leases_granted == granted + 1);
+  CHECK(zaris_revoke(client, one) == ZARIS_OK);
+  CHECK(zaris_get_counters(NULL, &counted) == ZARIS_INVALID_ARGUMENT);
+  CHECK(zaris_get_counters(client, NULL) == ZARIS_INVALID_ARGUMENT);
   char report[256];
   size_t length = 1;
   size_t violations = 1;
