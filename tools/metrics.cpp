@@ -8,7 +8,7 @@ std::vector<Metric> metrics_of(const zaris::SegmentInfo& info) {
   const zaris::SegmentCounters& c = info.counters;
   return {
       {"leases_granted", "Leases granted.", true, c.leases_granted},
-      {"lease_renewals", "Successful keep-alives (each thread's within a millisecond).", true,
+      {"renewals", "Successful keep-alives (see docs/metrics.md for how late they may show).", true,
        c.renewals},
       {"leases_revoked", "Leases ended by a revoke, counted as their slot is freed.", true,
        c.leases_revoked},

@@ -4,6 +4,7 @@
 // each one means and how to scrape them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -37,13 +38,13 @@ struct ListenAddress {
 };
 std::optional<ListenAddress> parse_listen_address(const std::string& text);
 
-// Serves GET /metrics at `address` until `wait_for_stop` returns, rendering
-// each scrape with `render`. Returns an error message (naming the address)
-// if it cannot listen, empty after a clean stop. `on_listening` is told the
-// URL once it listens.
+// Serves GET /metrics at `address` until `stop_within(d)` (which waits up to
+// d) returns true, rendering each scrape with `render`. Returns an error
+// message (naming the address) if it cannot listen or its listener fails,
+// empty after a clean stop. `on_listening` is told the URL once it listens.
 using Render = std::function<zaris::Result<std::string>()>;
 std::string serve_metrics(const ListenAddress& address, const Render& render,
-                          const std::function<void()>& wait_for_stop,
+                          const std::function<bool(std::chrono::milliseconds)>& stop_within,
                           const std::function<void(const std::string&)>& on_listening);
 
 }  // namespace zarisctl

@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -38,13 +40,14 @@ std::optional<ListenAddress> parse_listen_address(const std::string& text) {
 }
 
 std::string serve_metrics(const ListenAddress& where, const Render& render,
-                          const std::function<void()>& wait_for_stop,
+                          const std::function<bool(std::chrono::milliseconds)>& stop_within,
                           const std::function<void(const std::string&)>& on_listening) {
   const std::string host =
       where.host.find(':') != std::string::npos ? "[" + where.host + "]" : where.host;
   httplib::Server server;
   // SO_REUSEADDR alone: cpp-httplib's default adds SO_REUSEPORT, which would
   // let a second exporter share a port another one holds.
+  server.set_keep_alive_timeout(1);  // an idle scraper's connection does not hold up a stop
   server.set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
@@ -71,15 +74,37 @@ std::string serve_metrics(const ListenAddress& where, const Render& render,
     bound = server.bind_to_port(where.host, port);
   }
   if (!bound) {
+    // errno as bind() left it, when it was bind() that failed; a name that
+    // does not resolve leaves whatever the resolver's insides set.
     const int error = errno;
+    const bool from_bind = error == EADDRINUSE || error == EACCES || error == EADDRNOTAVAIL;
     return fmt::format("cannot listen on {}:{}: {}", host, where.port,
-                       error != 0 ? std::strerror(error) : "not an address of this host");
+                       from_bind ? std::strerror(error) : "not an address of this host");
   }
-  std::thread listener([&] { server.listen_after_bind(); });
+  std::atomic<bool> done{false};  // the listener returned (stopped, or failed)
+  std::thread listener([&] {
+    server.listen_after_bind();
+    done = true;
+  });
+  // However this ends (a throw from on_listening too): the listener stops
+  // and is joined. stop() does nothing until the listener runs, so it is
+  // asked again until the listener has returned.
+  struct Joined {
+    httplib::Server& server;
+    std::atomic<bool>& done;
+    std::thread& listener;
+    ~Joined() {
+      while (!done) {
+        server.stop();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      listener.join();
+    }
+  } joined{server, done, listener};
   on_listening(fmt::format("http://{}:{}/metrics", host, port));
-  wait_for_stop();
-  server.stop();
-  listener.join();
+  while (!done && !stop_within(std::chrono::milliseconds(200))) {
+  }
+  if (done) return fmt::format("stopped serving {}:{}: the listener failed", host, port);
   return {};
 }
 

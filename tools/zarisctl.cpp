@@ -546,6 +546,13 @@ void cmd_stats(const Globals& g) {
 }
 
 void cmd_metrics(const Globals& g, bool serve, const std::string& listen) {
+  std::optional<zarisctl::ListenAddress> address;
+  if (serve) {
+    address = zarisctl::parse_listen_address(listen);
+    if (!address)
+      throw Usage{fmt::format(
+          "--listen '{}' is not HOST:PORT (e.g. 127.0.0.1:9464, [::1]:9464)", listen)};
+  }
   auto client = open_segment(g);
   auto render = [&]() -> zaris::Result<std::string> {
     auto info = client.info();
@@ -558,13 +565,9 @@ void cmd_metrics(const Globals& g, bool serve, const std::string& listen) {
     flush_out();
     return;
   }
-  auto address = zarisctl::parse_listen_address(listen);
-  if (!address)
-    throw Usage{fmt::format("--listen '{}' is not HOST:PORT (e.g. 127.0.0.1:9464, [::1]:9464)",
-                            listen)};
   StopSignal stop;
   std::string failed = zarisctl::serve_metrics(
-      *address, render, [&] { while (!stop.sleep_for(std::chrono::hours(1))) {} },
+      *address, render, [&](std::chrono::milliseconds d) { return stop.sleep_for(d); },
       [](const std::string& url) {
         fmt::print("serving {} until SIGINT/SIGTERM\n", url);
         flush_out();

@@ -19,10 +19,9 @@
 
 namespace zaris {
 
-// What a segment holds and how it is built; a consistent snapshot.
 // What the segment has counted since it was created (docs/metrics.md). Each
-// only grows. Leases ended are counted when their slot is freed; renewals
-// may lag by up to a millisecond of another thread's keep-alives.
+// only grows. Leases ended are counted when their slot is freed; another
+// thread's renewals may show late (docs/metrics.md says when they are added).
 struct SegmentCounters {
   std::uint64_t leases_granted = 0;
   std::uint64_t renewals = 0;           // successful keep-alives
@@ -38,6 +37,7 @@ struct SegmentCounters {
   std::uint64_t watchers_compacted = 0;  // watch reads refused: their events were overwritten
 };
 
+// What a segment holds and how it is built; a consistent snapshot.
 struct SegmentInfo {
   std::string path;  // /dev/shm/NAME or the file path
   std::uint32_t layout_version = 0;

@@ -123,7 +123,8 @@ int zaris_get_info(zaris_client* client, zaris_info* info);
 
 /* What a segment has counted since its creation (zaris::SegmentCounters,
  * docs/metrics.md); each only grows. Ended leases are counted as their slot
- * is freed; another thread's renewals may show up to 1 ms late. */
+ * is freed; another thread's renewals may show late (docs/metrics.md). The
+ * reserved words are zero: counters added later take their place. */
 typedef struct zaris_counters {
   uint64_t leases_granted;
   uint64_t renewals; /* successful keep-alives */
@@ -137,6 +138,7 @@ typedef struct zaris_counters {
   uint64_t lock_waits;        /* ... of which found it held, and waited */
   uint64_t events_written;
   uint64_t watchers_compacted;
+  uint64_t reserved[8];
 } zaris_counters;
 
 int zaris_get_counters(zaris_client* client, zaris_counters* counters);

@@ -83,7 +83,7 @@ _COUNTER_NAMES = ("leases_granted", "renewals", "leases_revoked", "leases_expire
 
 
 class _Counters(ctypes.Structure):
-    _fields_ = [(name, _u64) for name in _COUNTER_NAMES]
+    _fields_ = [(name, _u64) for name in _COUNTER_NAMES] + [("reserved", _u64 * 8)]
 
 
 class _LeaseInfo(ctypes.Structure):

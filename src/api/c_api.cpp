@@ -168,7 +168,8 @@ int zaris_get_counters(zaris_client* client, zaris_counters* counters) {
     *counters = zaris_counters{c.leases_granted, c.renewals,           c.leases_revoked,
                                c.leases_expired, c.leases_owner_died,  c.owner_deaths,
                                c.recoveries,     c.busy_timeouts,      c.lock_acquisitions,
-                               c.lock_waits,     c.events_written,     c.watchers_compacted};
+                               c.lock_waits,     c.events_written,     c.watchers_compacted,
+                               {}};
     return kOk;
   });
 }

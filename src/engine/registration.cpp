@@ -56,11 +56,14 @@ void Engine::fork_prepare() noexcept {
   e.mutex.lock();
   // Waits for any registration under way (bounded by its lock timeout).
   for (Engine* engine : e.all) engine->registration_mutex_.lock();
+  // No child inherits a renewal sink locked by a thread it does not have.
+  for (Engine* engine : e.all) engine->renewal_sink_->mutex.lock();
 }
 
 void Engine::fork_done() noexcept {
   // In the parent, and in the child, where the forking thread holds them.
   Engines& e = engines();
+  for (Engine* engine : e.all) engine->renewal_sink_->mutex.unlock();
   for (Engine* engine : e.all) engine->registration_mutex_.unlock();
   e.mutex.unlock();
 }
@@ -125,6 +128,8 @@ Result<std::uint32_t> Engine::register_locked() {
       tx.set(p.start_time, segment::self_start_time());
       tx.set(p.flags, 0u);
       if (!reclaimed) tx.set(st.process_count, st.process_count + 1);
+      // A dead registration taken over without passing through mark_dying.
+      if (reclaimed) tx.set(store_.counters().owner_deaths, store_.counters().owner_deaths + 1);
     } catch (...) {
       (void)segment::unlock_robust(p.alive);  // rolled back: the slot stays as it was
       throw;

@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(stats_counts_what_the_shell_did) {
   BOOST_TEST(j["counters"]["leases_revoked"] == 1);
   BOOST_TEST(j["counters"]["leases_expired"] == 0);
   BOOST_TEST(j["counters"]["events_written"] == 2);  // the PUT and the DELETE
-  BOOST_TEST(j["counters"]["lease_renewals"] == 0);
+  BOOST_TEST(j["counters"]["renewals"] == 0);
   BOOST_TEST(j["counters"]["lock_acquisitions"].get<std::uint64_t>() >= 6u);
   BOOST_TEST(j["gauges"]["leases"] == 1);
   BOOST_TEST(j["gauges"]["leases_capacity"] == 64);
@@ -176,6 +176,37 @@ BOOST_AUTO_TEST_CASE(a_port_in_use_is_an_error_naming_it) {
   BOOST_TEST(o.out.empty());
 }
 
+// Another exporter on the port: refused, not sharing it (SO_REUSEPORT).
+BOOST_AUTO_TEST_CASE(a_second_exporter_on_a_port_is_refused) {
+  Segment s;
+  BOOST_REQUIRE(s({"lease", "grant", "10"}).status == 0);
+  Process first(s.with({"metrics", "--listen", "127.0.0.1:0"}));
+  BOOST_REQUIRE(first.wait_lines(1));
+  std::smatch m;
+  const std::string line = lines_of(first.out()).at(0);
+  BOOST_REQUIRE(std::regex_search(line, m, std::regex(R"(127\.0\.0\.1:([0-9]+)/metrics)")));
+  const std::string address = "127.0.0.1:" + std::string(m[1]);
+  auto second = s({"metrics", "--listen", address});
+  BOOST_TEST(second.status == 1);
+  BOOST_TEST(second.err.find(address) != std::string::npos, second.err);
+  BOOST_TEST(http_get(std::stoi(m[1]), "/metrics").rfind("HTTP/1.1 200 OK", 0) == 0u);
+  ::kill(first.pid(), SIGTERM);
+  BOOST_TEST(first.finish().status == 0);
+}
+
+// A stop signal at once after it says it listens: it stops, every time.
+BOOST_AUTO_TEST_CASE(an_early_stop_signal_stops_the_exporter) {
+  Segment s;
+  BOOST_REQUIRE(s({"lease", "grant", "10"}).status == 0);
+  for (int i = 0; i < 5; ++i) {
+    Process server(s.with({"metrics", "--listen", "127.0.0.1:0"}));
+    BOOST_REQUIRE(server.wait_lines(1));
+    ::kill(server.pid(), i % 2 == 0 ? SIGTERM : SIGINT);
+    auto done = server.finish(10s);
+    BOOST_TEST(done.status == 0, done.err);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_address_is_a_usage_error) {
   Segment s;
   BOOST_REQUIRE(s({"lease", "grant", "10"}).status == 0);
@@ -185,6 +216,8 @@ BOOST_AUTO_TEST_CASE(a_malformed_address_is_a_usage_error) {
     BOOST_TEST(o.status == 2, "'" << bad << "': " << o.err);
     BOOST_TEST(o.err.find("is not HOST:PORT") != std::string::npos, o.err);
   }
+  // A malformed address is a usage error even for a segment that does not exist.
+  BOOST_TEST(run({"-s", unique_name("missing"), "metrics", "--listen", "nonsense"}).status == 2);
   // A segment that does not exist: exit 1, before listening.
   auto missing = run({"-s", unique_name("missing"), "metrics", "--listen", "127.0.0.1:0"});
   BOOST_TEST(missing.status == 1);

@@ -83,9 +83,14 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
     BOOST_TEST(waiting.leases().keep_alive(*lease).ok());
     // A patient client finds the lock held, and waits for it.
     std::atomic<pid_t> patient_tid{0};
+    std::atomic<bool> patient_put{false};  // Boost.Test's macros are for the main thread
+    zaris::ClientOptions patient_options = options();
+    patient_options.lock_timeout = 60s;  // however slowly the test gets round to resuming
+    auto patient_client = Client::open(name, patient_options);
+    BOOST_REQUIRE(patient_client.ok());
     std::thread patient([&] {
       patient_tid = static_cast<pid_t>(::syscall(SYS_gettid));
-      BOOST_TEST(client->put("patient", "v").ok());
+      patient_put = patient_client->put("patient", "v").ok();
     });
     zaris::test::eventually([&] { return patient_tid.load() != 0; });
     // Asleep on the lock's futex (or, under TSan, polling it between sleeps).
@@ -95,6 +100,7 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
     }));
     BOOST_REQUIRE(holder.resume() == 0);
     patient.join();
+    BOOST_TEST(patient_put.load());
     BOOST_TEST(waiting.put("k", "v").ok());
     BOOST_TEST(waiting.get("from-holder")->has_value());
   }

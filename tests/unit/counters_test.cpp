@@ -176,7 +176,9 @@ BOOST_AUTO_TEST_CASE(a_thread_on_two_segments_counts_each_in_its_own) {
 // A thread that outlives its client adds its tally to nothing.
 BOOST_AUTO_TEST_CASE(a_thread_that_outlives_its_client_counts_into_nothing) {
   auto name = zaris::test::unique_segment_name("counters");
-  auto created = zaris::Client::create(name, zaris::test::small_segment());
+  zaris::ClientOptions manual;  // the clock stands still: the second renewal stays in the tally
+  manual.clock = std::make_shared<zaris::ManualClock>();
+  auto created = zaris::Client::create(name, zaris::test::small_segment(), manual);
   BOOST_REQUIRE(created.ok());
   auto client = std::make_unique<zaris::Client>(std::move(*created));
   auto id = client->leases().grant(10s);
@@ -192,7 +194,7 @@ BOOST_AUTO_TEST_CASE(a_thread_that_outlives_its_client_counts_into_nothing) {
   client.reset();  // unmapped: the worker's tally has nowhere to go
   stage = 2;
   worker.join();
-  auto reopened = zaris::Client::open(name);
+  auto reopened = zaris::Client::open(name, manual);
   BOOST_REQUIRE(reopened.ok());
   BOOST_TEST(counters(*reopened).renewals == 1u);  // the tally was lost, nothing worse
   BOOST_REQUIRE(zaris::Client::destroy(name).ok());
