@@ -75,6 +75,18 @@ std::map<std::string, std::uint64_t> samples_of(const std::string& text,
   return out;
 }
 
+// The port an exporter started on port 0 says it serves on (its first line).
+int listening_port(Process& exporter) {
+  BOOST_REQUIRE(exporter.wait_lines(1));
+  std::smatch m;
+  const std::string first = lines_of(exporter.out()).at(0);
+  BOOST_REQUIRE_MESSAGE(
+      std::regex_match(first, m,
+                       std::regex(R"(serving http://127\.0\.0\.1:([0-9]+)/metrics until .*)")),
+      first);
+  return std::stoi(m[1]);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(cli_metrics)
@@ -138,14 +150,7 @@ BOOST_AUTO_TEST_CASE(metrics_listen_serves_every_scrape_afresh) {
   Segment s;
   BOOST_REQUIRE(s({"lease", "grant", "10"}).status == 0);
   Process server(s.with({"metrics", "--listen", "127.0.0.1:0"}));
-  BOOST_REQUIRE(server.wait_lines(1));
-  std::smatch m;
-  const std::string first = lines_of(server.out()).at(0);
-  BOOST_REQUIRE_MESSAGE(
-      std::regex_match(first, m,
-                       std::regex(R"(serving http://127\.0\.0\.1:([0-9]+)/metrics until .*)")),
-      first);
-  const int port = std::stoi(m[1]);
+  const int port = listening_port(server);
 
   auto response = http_get(port, "/metrics");
   BOOST_TEST(response.rfind("HTTP/1.1 200 OK\r\n", 0) == 0u, response);
@@ -181,15 +186,12 @@ BOOST_AUTO_TEST_CASE(a_second_exporter_on_a_port_is_refused) {
   Segment s;
   BOOST_REQUIRE(s({"lease", "grant", "10"}).status == 0);
   Process first(s.with({"metrics", "--listen", "127.0.0.1:0"}));
-  BOOST_REQUIRE(first.wait_lines(1));
-  std::smatch m;
-  const std::string line = lines_of(first.out()).at(0);
-  BOOST_REQUIRE(std::regex_search(line, m, std::regex(R"(127\.0\.0\.1:([0-9]+)/metrics)")));
-  const std::string address = "127.0.0.1:" + std::string(m[1]);
+  const int port = listening_port(first);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
   auto second = s({"metrics", "--listen", address});
   BOOST_TEST(second.status == 1);
   BOOST_TEST(second.err.find(address) != std::string::npos, second.err);
-  BOOST_TEST(http_get(std::stoi(m[1]), "/metrics").rfind("HTTP/1.1 200 OK", 0) == 0u);
+  BOOST_TEST(http_get(port, "/metrics").rfind("HTTP/1.1 200 OK", 0) == 0u);
   ::kill(first.pid(), SIGTERM);
   BOOST_TEST(first.finish().status == 0);
 }
