@@ -53,13 +53,16 @@ constexpr std::int64_t kTallyNs = 1'000'000;
 std::atomic<std::uint64_t> g_engine_serial{0};
 
 // This thread's renewals not yet added to its engine's counter. Plain data,
-// so that the keep-alive's access to it is one TLS load.
+// so that the keep-alive's access to it is one TLS load. Initial-exec: an
+// %fs-relative address, where the shared library's default model would call
+// __tls_get_addr on every keep-alive; its 24 bytes fit the static TLS that
+// glibc keeps spare for a library loaded later with dlopen (ctypes does).
 struct RenewalTally {
   std::uint64_t engine = 0;  // the serial of the engine it counts for; 0: none
   std::uint64_t count = 0;
   std::int64_t added_at = 0;  // when it was last added in
 };
-thread_local RenewalTally t_tally;
+[[gnu::tls_model("initial-exec")]] thread_local RenewalTally t_tally;
 
 // Adds the tally to the segment through the sink, if its engine still lives.
 void add_through(const std::shared_ptr<RenewalSink>& sink, RenewalTally& tally) noexcept {
