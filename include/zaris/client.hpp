@@ -53,8 +53,13 @@ struct SegmentInfo {
   SegmentCounters counters;
 };
 
-// A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME) or,
-// if the name contains '/', by a file path. Safe to use from many threads.
+// A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME),
+// by shm:NAME (the same), or, if the name contains '/', by a file path.
+// An address etcd://HOST:PORT[,HOST:PORT...][/PREFIX] names a namespace on
+// an etcd cluster instead, for a program that links the etcd backend
+// (docs/etcd.md); without it, or for what only a segment has (create,
+// destroy), such an address is Errc::unsupported. Safe to use from many
+// threads.
 // Watchers, sessions, mutexes and elections refer to their Client: keep it in
 // place (do not move it) while they live.
 class Client {
@@ -115,10 +120,9 @@ class Client {
   // none when it is consistent. Reads the segment without trusting it.
   Result<std::vector<std::string>> check();
 
-  class Impl;
+  class Impl;  // the engine behind the client (src/api/backend.hpp)
 
  private:
-  friend class Watcher;
   friend class Janitor;
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

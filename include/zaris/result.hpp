@@ -31,6 +31,8 @@ enum class Errc : std::uint8_t {
   compacted,             // a watcher fell behind the event history it asked for
   timed_out,             // a wait (lock, campaign) ended at its deadline
   not_owner,             // unlock, proclaim or resign by one that does not hold it
+  unsupported,           // this engine cannot do it (e.g. a segment's capacities on etcd)
+  unavailable,           // the engine could not be reached (an etcd cluster down or cut off)
 };
 
 // A stable lowercase name for the code, e.g. "lease_lost".

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,34 +41,30 @@ struct WatchOptions {
 
 class Client;
 
+namespace detail {
+class WatchStream;  // a watcher's place in its engine's history
+}
+
 // Reads the events of one key or prefix in order. Not safe to share between
 // threads; must not outlive its Client.
 class Watcher {
  public:
+  Watcher(Watcher&&) noexcept;
+  Watcher& operator=(Watcher&&) noexcept;
+  ~Watcher();
+
   // Events ready now (at most `max`), without waiting.
   Result<std::vector<Event>> poll(std::size_t max = 256);
   // Waits up to `timeout` for at least one event.
   Result<std::vector<Event>> wait(std::chrono::nanoseconds timeout, std::size_t max = 256);
   // The revision the next event will have at least.
-  std::uint64_t next_revision() const { return next_revision_; }
+  std::uint64_t next_revision() const;
 
  private:
   friend class Client;
-  Watcher(Client& client, std::string key, const WatchOptions& options)
-      : client_(&client),
-        key_(std::move(key)),
-        prefix_(options.prefix),
-        next_revision_(options.start_revision) {}
+  explicit Watcher(std::unique_ptr<detail::WatchStream> stream);
 
-  Result<std::vector<Event>> read(std::size_t max, std::chrono::nanoseconds timeout);
-
-  Client* client_;
-  std::string key_;
-  bool prefix_;
-  std::uint64_t next_revision_;
-  std::uint64_t next_index_ = 0;
-  bool positioned_ = false;
-  std::uint64_t skip_below_ = 0;
+  std::unique_ptr<detail::WatchStream> stream_;
 };
 
 }  // namespace zaris

@@ -50,7 +50,9 @@ enum zaris_errc {
   ZARIS_IO_ERROR = 14,             /* any other failure */
   ZARIS_COMPACTED = 15,            /* a watcher fell behind the event history */
   ZARIS_TIMED_OUT = 16,            /* a wait ended at its deadline */
-  ZARIS_NOT_OWNER = 17             /* unlock, proclaim or resign by one that does not hold it */
+  ZARIS_NOT_OWNER = 17,            /* unlock, proclaim or resign by one that does not hold it */
+  ZARIS_UNSUPPORTED = 18,          /* this engine cannot do it */
+  ZARIS_UNAVAILABLE = 19           /* the engine could not be reached */
 };
 
 /* The code's stable lowercase name ("lease_lost"); "unknown" for others. */

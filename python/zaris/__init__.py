@@ -213,6 +213,8 @@ IoError = _error_class("io_error", 14, OSError)
 Compacted = _error_class("compacted", 15)
 TimedOut = _error_class("timed_out", 16, TimeoutError)
 NotOwner = _error_class("not_owner", 17)
+Unsupported = _error_class("unsupported", 18)
+Unavailable = _error_class("unavailable", 19, ConnectionError)
 _errors = {cls.code: cls for cls in Error.__subclasses__()}
 __all__ += [cls.__name__ for cls in _errors.values()]
 

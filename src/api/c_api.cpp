@@ -28,12 +28,14 @@ ZARIS_SAME_CODE(IO_ERROR, io_error);
 ZARIS_SAME_CODE(COMPACTED, compacted);
 ZARIS_SAME_CODE(TIMED_OUT, timed_out);
 ZARIS_SAME_CODE(NOT_OWNER, not_owner);
+ZARIS_SAME_CODE(UNSUPPORTED, unsupported);
+ZARIS_SAME_CODE(UNAVAILABLE, unavailable);
 #undef ZARIS_SAME_CODE
 static_assert(ZARIS_EVENT_DELETE == static_cast<int>(zaris::EventType::del));
 static_assert(ZARIS_REASON_OWNER_DIED == static_cast<int>(zaris::DeleteReason::owner_died));
 
 // The last of them: zaris_errc_name knows every code up to it.
-constexpr zaris::Errc kLastCode = zaris::Errc::not_owner;
+constexpr zaris::Errc kLastCode = zaris::Errc::unavailable;
 
 zaris::SegmentOptions segment_options(const zaris_segment_options* options) {
   zaris::SegmentOptions out;

@@ -1,20 +1,65 @@
-// The public Client: a thin shell over the engine, so that the API carries no
-// shared-memory type and another backend can sit behind it.
+// The public Client: a thin shell over the engine behind it (api/backend.hpp),
+// so that the API carries no shared-memory or network type.
 #include "zaris/client.hpp"
 
-#include "api/client_impl.hpp"
+#include <atomic>
+
+#include "api/backend.hpp"
+#include "api/segment_backend.hpp"
 
 namespace zaris {
 
 namespace {
 
-Result<Client> attach(Result<std::unique_ptr<segment::Mapping>> mapping,
-                      const ClientOptions& options, Client (*make)(std::unique_ptr<Client::Impl>)) {
+constexpr std::string_view kEtcdScheme = "etcd://";
+constexpr std::string_view kShmScheme = "shm:";
+
+std::atomic<detail::EtcdOpener> g_etcd_opener{nullptr};
+
+// What an address names.
+struct Address {
+  bool etcd = false;
+  std::string_view rest;  // the segment's name or path; the etcd address whole
+};
+
+Address parse(std::string_view address) {
+  if (address.starts_with(kEtcdScheme)) return {true, address};
+  if (address.starts_with(kShmScheme)) address.remove_prefix(kShmScheme.size());
+  return {false, address};
+}
+
+Error segment_only(std::string_view what) {
+  return Error{Errc::unsupported, std::string(what) +
+                                      " applies to a shared-memory segment, not to an etcd "
+                                      "cluster (whose keys etcd keeps)"};
+}
+
+using Made = Result<std::unique_ptr<Client::Impl>>;
+
+Made on_segment(Result<std::unique_ptr<segment::Mapping>> mapping, const ClientOptions& options) {
   if (!mapping) return std::move(mapping).error();
-  return make(std::make_unique<Client::Impl>(std::move(*mapping), options));
+  return std::unique_ptr<Client::Impl>(
+      std::make_unique<detail::SegmentBackend>(std::move(*mapping), options));
+}
+
+Made on_etcd(std::string_view address, const ClientOptions& options) {
+  detail::EtcdOpener open = g_etcd_opener.load(std::memory_order_acquire);
+  if (open == nullptr)
+    return Error{Errc::unsupported, std::string(address) +
+                                        ": this program does not link zaris's etcd backend "
+                                        "(zaris::etcd)"};
+  return open(address, options);
 }
 
 }  // namespace
+
+namespace detail {
+
+void set_etcd_opener(EtcdOpener opener) noexcept {
+  g_etcd_opener.store(opener, std::memory_order_release);
+}
+
+}  // namespace detail
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::Client(Client&&) noexcept = default;
@@ -23,92 +68,98 @@ Client::~Client() = default;
 
 Result<Client> Client::create(std::string_view segment, const SegmentOptions& segment_options,
                               const ClientOptions& options) {
-  return attach(segment::Mapping::create(segment, segment_options, options), options,
-                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+  const Address address = parse(segment);
+  if (address.etcd) return segment_only("creating a segment");
+  Made made = on_segment(segment::Mapping::create(address.rest, segment_options, options), options);
+  if (!made) return std::move(made).error();
+  return Client(std::move(*made));
 }
 
 Result<Client> Client::open(std::string_view segment, const ClientOptions& options) {
-  return attach(segment::Mapping::open(segment, options), options,
-                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+  const Address address = parse(segment);
+  Made made = address.etcd ? on_etcd(address.rest, options)
+                           : on_segment(segment::Mapping::open(address.rest, options), options);
+  if (!made) return std::move(made).error();
+  return Client(std::move(*made));
 }
 
 Result<Client> Client::open_or_create(std::string_view segment,
                                       const SegmentOptions& segment_options,
                                       const ClientOptions& options) {
-  return attach(segment::Mapping::open_or_create(segment, segment_options, options), options,
-                [](std::unique_ptr<Impl> impl) { return Client(std::move(impl)); });
+  const Address address = parse(segment);
+  // A cluster is there already: open it; its capacities are etcd's own.
+  Made made = address.etcd
+                  ? on_etcd(address.rest, options)
+                  : on_segment(segment::Mapping::open_or_create(address.rest, segment_options, options),
+                               options);
+  if (!made) return std::move(made).error();
+  return Client(std::move(*made));
 }
 
 Result<void> Client::destroy(std::string_view segment) {
-  return segment::Mapping::destroy(segment);
+  const Address address = parse(segment);
+  if (address.etcd) return segment_only("destroying a segment");
+  return segment::Mapping::destroy(address.rest);
 }
 
 Leases& Client::leases() {
-  return impl_->leases;
+  return impl_->leases();
 }
 
 Result<PutResult> Client::put(std::string_view key, std::string_view value, const Put& options) {
-  return impl_->engine.put(key, value, options);
+  return impl_->put(key, value, options);
 }
 
 Result<std::optional<KeyValue>> Client::get(std::string_view key) {
   KeyValue kv;
-  auto found = impl_->engine.get(key, kv);
+  auto found = impl_->get(key, kv);
   if (!found) return std::move(found).error();
   if (!*found) return std::optional<KeyValue>{};
   return std::optional<KeyValue>(std::move(kv));
 }
 
 Result<bool> Client::get(std::string_view key, KeyValue& out) {
-  return impl_->engine.get(key, out);
+  return impl_->get(key, out);
 }
 
 Result<RangeResult> Client::get_prefix(std::string_view prefix, const RangeOptions& options) {
-  return impl_->engine.range(prefix, options);
+  return impl_->range(prefix, options);
 }
 
 Result<DeleteResult> Client::del(std::string_view key) {
-  return impl_->engine.del(key, false);
+  return impl_->del(key, false);
 }
 
 Result<DeleteResult> Client::del_prefix(std::string_view prefix) {
-  return impl_->engine.del(prefix, true);
+  return impl_->del(prefix, true);
 }
 
 Result<TxnResult> Client::txn(const Txn& txn) {
   TxnResult out;
-  if (auto done = impl_->engine.txn(txn, out); !done) return std::move(done).error();
+  if (auto done = impl_->txn(txn, out); !done) return std::move(done).error();
   return out;
 }
 
 Result<void> Client::txn(const Txn& txn, TxnResult& out) {
-  return impl_->engine.txn(txn, out);
+  return impl_->txn(txn, out);
 }
 
 Result<SegmentInfo> Client::info() {
-  return impl_->engine.info();
+  return impl_->info();
 }
 
 Result<std::vector<std::string>> Client::check() {
-  return impl_->engine.check();
+  return impl_->check();
 }
-
-}  // namespace zaris
-
-namespace zaris {
 
 Result<bool> Client::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                      std::chrono::nanoseconds timeout) {
-  return impl_->engine.wait_for_change(key, seen_mod_revision, timeout);
+  return impl_->wait_for_change(key, seen_mod_revision, timeout);
 }
 
 Result<bool> Client::wait_for_any_change(std::span<const Seen> keys,
                                          std::chrono::nanoseconds timeout) {
-  if (keys.size() > engine::Engine::kMaxWatched)
-    return Error{Errc::invalid_argument, "wait for 1 to 4 keys"};
-  engine::Engine::Watched watched[engine::Engine::kMaxWatched];
-  for (std::size_t i = 0; i < keys.size(); ++i) watched[i] = {keys[i].key, keys[i].mod_revision};
-  return impl_->engine.wait_for_any_change(watched, keys.size(), timeout);
+  return impl_->wait_for_any_change(keys, timeout);
 }
 
 Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options) {
@@ -117,29 +168,30 @@ Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options)
   WatchOptions from = options;
   if (from.start_revision == 0) {
     // "From now": whatever comes after the revision current at this call.
-    auto info = impl_->engine.info();
+    auto info = impl_->info();
     if (!info) return std::move(info).error();
     from.start_revision = info->revision + 1;
   }
-  return Watcher(*this, std::string(key), from);
+  auto stream = impl_->watch(key, from);
+  if (!stream) return std::move(stream).error();
+  return Watcher(std::move(*stream));
 }
 
-Result<std::vector<Event>> Watcher::read(std::size_t max, std::chrono::nanoseconds timeout) {
-  engine::Engine::EventCursor cursor{next_index_, next_revision_, positioned_, skip_below_};
-  auto events = client_->impl_->engine.read_events(key_, prefix_, cursor, max, timeout);
-  next_index_ = cursor.next_index;
-  next_revision_ = cursor.next_revision;
-  positioned_ = cursor.positioned;
-  skip_below_ = cursor.skip_below;
-  return events;
-}
+Watcher::Watcher(std::unique_ptr<detail::WatchStream> stream) : stream_(std::move(stream)) {}
+Watcher::Watcher(Watcher&&) noexcept = default;
+Watcher& Watcher::operator=(Watcher&&) noexcept = default;
+Watcher::~Watcher() = default;
 
 Result<std::vector<Event>> Watcher::poll(std::size_t max) {
-  return read(max, std::chrono::nanoseconds(0));
+  return stream_->read(max, std::chrono::nanoseconds(0));
 }
 
 Result<std::vector<Event>> Watcher::wait(std::chrono::nanoseconds timeout, std::size_t max) {
-  return read(max, timeout);
+  return stream_->read(max, timeout);
+}
+
+std::uint64_t Watcher::next_revision() const {
+  return stream_->next_revision();
 }
 
 std::string_view event_type_name(EventType type) noexcept {

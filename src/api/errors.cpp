@@ -40,6 +40,10 @@ std::string_view errc_name(Errc code) noexcept {
       return "timed_out";
     case Errc::not_owner:
       return "not_owner";
+    case Errc::unsupported:
+      return "unsupported";
+    case Errc::unavailable:
+      return "unavailable";
   }
   return "unknown";
 }

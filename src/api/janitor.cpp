@@ -9,7 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "api/client_impl.hpp"
+#include "api/backend.hpp"
+#include "engine/engine.hpp"
 #include "engine/wait_set.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
@@ -38,8 +39,8 @@ std::int64_t real_now() {
 
 class Janitor::Impl {
  public:
-  Impl(Client& client, JanitorOptions options)
-      : engine_(client.impl_->engine), options_(std::move(options)), owner_pid_(::getpid()) {}
+  Impl(engine::Engine& engine, JanitorOptions options)
+      : engine_(engine), options_(std::move(options)), owner_pid_(::getpid()) {}
 
   void start() {
     std::lock_guard guard(threads_mutex_);
@@ -168,15 +169,18 @@ Janitor::~Janitor() {
 }
 
 Result<std::unique_ptr<Janitor>> Janitor::start(Client& client, JanitorOptions options) {
-  auto impl = std::make_unique<Impl>(client, std::move(options));
-  if (auto claimed = client.impl_->engine.claim_janitor(); !claimed)
-    return std::move(claimed).error();
+  engine::Engine* engine = client.impl_->segment_engine();
+  if (engine == nullptr)
+    return Error{Errc::unsupported,
+                 "a janitor serves a shared-memory segment; etcd expires its own leases"};
+  auto impl = std::make_unique<Impl>(*engine, std::move(options));
+  if (auto claimed = engine->claim_janitor(); !claimed) return std::move(claimed).error();
   try {
-    impl->log("janitor of " + client.impl_->engine.mapping().path() + " (pid " +
+    impl->log("janitor of " + engine->mapping().path() + " (pid " +
               std::to_string(segment::self_pid()) + ")");
     impl->start();
   } catch (...) {
-    (void)client.impl_->engine.resign_janitor();
+    (void)engine->resign_janitor();
     return Error{Errc::io_error, "cannot start the janitor's thread"};
   }
   return std::unique_ptr<Janitor>(new Janitor(std::move(impl)));

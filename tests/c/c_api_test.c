@@ -270,6 +270,7 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   CHECK(strstr(zaris_last_error(), "zaris-c-test-absent") != NULL ||
         strlen(zaris_last_error()) > 0);
   CHECK(strcmp(zaris_errc_name(ZARIS_LEASE_LOST), "lease_lost") == 0);
+  CHECK(strcmp(zaris_errc_name(ZARIS_UNAVAILABLE), "unavailable") == 0);
   CHECK(strcmp(zaris_errc_name(99), "unknown") == 0);
   CHECK(strlen(zaris_version()) >= 5);
 }
