@@ -41,10 +41,6 @@ struct WatchOptions {
 
 class Client;
 
-namespace detail {
-class WatchStream;  // a watcher's place in its engine's history
-}
-
 // Reads the events of one key or prefix in order. Not safe to share between
 // threads; must not outlive its Client.
 class Watcher {
@@ -60,11 +56,13 @@ class Watcher {
   // The revision the next event will have at least.
   std::uint64_t next_revision() const;
 
+  class Impl;  // the watcher's place in its engine's history (src/api/backend.hpp)
+
  private:
   friend class Client;
-  explicit Watcher(std::unique_ptr<detail::WatchStream> stream);
+  explicit Watcher(std::unique_ptr<Impl> impl);
 
-  std::unique_ptr<detail::WatchStream> stream_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace zaris

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "zaris/client.hpp"
+#include "zaris/watch.hpp"
 
 namespace zaris {
 
@@ -22,17 +23,18 @@ namespace engine {
 class Engine;
 }
 
-namespace detail {
-
-// One watcher's place in its engine's history.
-class WatchStream {
+// One watcher's place in its engine's history. Hidden, as Client::Impl is:
+// libzaris.so exports the API, not what stands behind it.
+class [[gnu::visibility("hidden")]] Watcher::Impl {
  public:
-  virtual ~WatchStream() = default;
+  virtual ~Impl() = default;
   // Events from the place on, at most `max`; waits up to `timeout` for the
   // first (zero: does not wait).
   virtual Result<std::vector<Event>> read(std::size_t max, std::chrono::nanoseconds timeout) = 0;
   virtual std::uint64_t next_revision() const = 0;
 };
+
+namespace detail {
 
 // Opens a Client on an etcd cluster from an etcd:// address. The etcd
 // backend's library sets it when a program links it; until then an etcd://
@@ -45,7 +47,7 @@ void set_etcd_opener(EtcdOpener opener) noexcept;
 
 // Every call of the public Client, as an engine answers it. Safe to call from
 // many threads at once.
-class Client::Impl {
+class [[gnu::visibility("hidden")]] Client::Impl {
  public:
   virtual ~Impl() = default;
 
@@ -62,8 +64,8 @@ class Client::Impl {
   virtual Result<bool> wait_for_any_change(std::span<const Client::Seen> keys,
                                            std::chrono::nanoseconds timeout) = 0;
   // `options.start_revision` is never 0 here: Client::watch resolves "from now".
-  virtual Result<std::unique_ptr<detail::WatchStream>> watch(std::string_view key,
-                                                             const WatchOptions& options) = 0;
+  virtual Result<std::unique_ptr<Watcher::Impl>> watch(std::string_view key,
+                                                      const WatchOptions& options) = 0;
   virtual Result<SegmentInfo> info() = 0;
   virtual Result<std::vector<std::string>> check() = 0;
 

@@ -172,26 +172,26 @@ Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options)
     if (!info) return std::move(info).error();
     from.start_revision = info->revision + 1;
   }
-  auto stream = impl_->watch(key, from);
-  if (!stream) return std::move(stream).error();
-  return Watcher(std::move(*stream));
+  auto watching = impl_->watch(key, from);
+  if (!watching) return std::move(watching).error();
+  return Watcher(std::move(*watching));
 }
 
-Watcher::Watcher(std::unique_ptr<detail::WatchStream> stream) : stream_(std::move(stream)) {}
+Watcher::Watcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Watcher::Watcher(Watcher&&) noexcept = default;
 Watcher& Watcher::operator=(Watcher&&) noexcept = default;
 Watcher::~Watcher() = default;
 
 Result<std::vector<Event>> Watcher::poll(std::size_t max) {
-  return stream_->read(max, std::chrono::nanoseconds(0));
+  return impl_->read(max, std::chrono::nanoseconds(0));
 }
 
 Result<std::vector<Event>> Watcher::wait(std::chrono::nanoseconds timeout, std::size_t max) {
-  return stream_->read(max, timeout);
+  return impl_->read(max, timeout);
 }
 
 std::uint64_t Watcher::next_revision() const {
-  return stream_->next_revision();
+  return impl_->next_revision();
 }
 
 std::string_view event_type_name(EventType type) noexcept {

@@ -7,9 +7,9 @@ namespace zaris::detail {
 namespace {
 
 // A watcher's cursor in the segment's event ring.
-class SegmentWatchStream final : public WatchStream {
+class SegmentWatcher final : public Watcher::Impl {
  public:
-  SegmentWatchStream(engine::Engine& engine, std::string_view key, const WatchOptions& options)
+  SegmentWatcher(engine::Engine& engine, std::string_view key, const WatchOptions& options)
       : engine_(engine), key_(key), prefix_(options.prefix) {
     cursor_.next_revision = options.start_revision;
   }
@@ -36,9 +36,9 @@ Result<bool> SegmentBackend::wait_for_any_change(std::span<const Client::Seen> k
   return engine_.wait_for_any_change(watched, keys.size(), timeout);
 }
 
-Result<std::unique_ptr<WatchStream>> SegmentBackend::watch(std::string_view key,
+Result<std::unique_ptr<Watcher::Impl>> SegmentBackend::watch(std::string_view key,
                                                            const WatchOptions& options) {
-  return std::unique_ptr<WatchStream>(std::make_unique<SegmentWatchStream>(engine_, key, options));
+  return std::unique_ptr<Watcher::Impl>(std::make_unique<SegmentWatcher>(engine_, key, options));
 }
 
 }  // namespace zaris::detail

@@ -28,7 +28,7 @@ class SegmentLeases final : public Leases {
   engine::Engine& engine_;
 };
 
-class SegmentBackend final : public Client::Impl {
+class [[gnu::visibility("hidden")]] SegmentBackend final : public Client::Impl {
  public:
   SegmentBackend(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& options)
       : engine_(std::move(mapping), options), leases_(engine_) {}
@@ -52,7 +52,7 @@ class SegmentBackend final : public Client::Impl {
   }
   Result<bool> wait_for_any_change(std::span<const Client::Seen> keys,
                                    std::chrono::nanoseconds timeout) override;
-  Result<std::unique_ptr<WatchStream>> watch(std::string_view key,
+  Result<std::unique_ptr<Watcher::Impl>> watch(std::string_view key,
                                              const WatchOptions& options) override;
   Result<SegmentInfo> info() override { return engine_.info(); }
   Result<std::vector<std::string>> check() override { return engine_.check(); }

@@ -41,7 +41,7 @@ class NothingBackend final : public Client::Impl {
                                           std::chrono::nanoseconds) override {
     return no();
   }
-  zaris::Result<std::unique_ptr<zaris::detail::WatchStream>> watch(
+  zaris::Result<std::unique_ptr<zaris::Watcher::Impl>> watch(
       std::string_view, const zaris::WatchOptions&) override {
     return no();
   }
