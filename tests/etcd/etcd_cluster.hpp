@@ -34,7 +34,7 @@ struct EtcdClusterOptions {
 struct EtcdMemberStatus {
   std::uint64_t member_id = 0;
   std::uint64_t leader_id = 0;  // 0: the member knows no leader
-  std::uint64_t raft_term = 0;
+  std::uint64_t raft_term = 0;  // of the last entry applied: behind just after an election
   std::int64_t revision = 0;
   std::string version;
 };
