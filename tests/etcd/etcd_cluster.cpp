@@ -387,28 +387,53 @@ std::string EtcdCluster::every_log_tail() const {
   return out;
 }
 
-// One member at a time: a leader told to stop first hands its leadership to
-// the member connected longest, and waits up to etcd's request timeout (5 s
-// and more) for it to take over, in vain if that member is stopping too.
-void EtcdCluster::stop_all() noexcept {
-  for (auto& member : members_) {
-    if (member.pid <= 0) continue;
-    ::kill(member.pid, SIGTERM);
-    auto give_up = Clock::now() + options_.stop_timeout;
-    for (;;) {
-      pid_t reaped = ::waitpid(member.pid, nullptr, WNOHANG);
-      if (reaped == member.pid || (reaped < 0 && errno != EINTR)) break;
-      if (Clock::now() > give_up) {
-        ::kill(member.pid, SIGKILL);
-        while (::waitpid(member.pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
-        break;
+void EtcdCluster::stop_member(std::size_t index) noexcept {
+  Member& member = members_[index];
+  if (member.pid <= 0) return;
+  ::kill(member.pid, SIGTERM);
+  auto give_up = Clock::now() + options_.stop_timeout;
+  for (;;) {
+    pid_t reaped = ::waitpid(member.pid, nullptr, WNOHANG);
+    if (reaped == member.pid || (reaped < 0 && errno != EINTR)) break;
+    if (Clock::now() > give_up) {
+      ::kill(member.pid, SIGKILL);
+      while (::waitpid(member.pid, nullptr, 0) < 0 && errno == EINTR) {
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      break;
     }
-    member.pid = -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  for (auto& channel : channels_) channel.reset();
+  member.pid = -1;
+  channels_[index].reset();
+}
+
+// A leader told to stop first hands its leadership to the peer it has been
+// connected to longest and waits for it to take over, up to etcd's request
+// timeout (5 s and more): in vain if that peer is stopping or has just
+// stopped. So the members that do not lead stop first, one at a time, and
+// the leader, left without a quorum, stops once it has stepped down (after
+// about an election timeout), when it transfers nothing.
+void EtcdCluster::stop_all() noexcept {
+  std::optional<std::size_t> leader;
+  try {
+    std::string ignored;
+    leader = agreed_leader(Clock::now() + kStatusTimeout, ignored);
+  } catch (...) {
+  }
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (!leader || i != *leader) stop_member(i);
+  }
+  if (!leader) return;
+  auto give_up = Clock::now() + options_.stop_timeout;
+  try {
+    while (members_.size() > 1 && Clock::now() < give_up) {
+      auto answer = status(*leader, kStatusTimeout);
+      if (!answer || answer->leader_id != answer->member_id) break;
+      std::this_thread::sleep_for(kPollEvery);
+    }
+  } catch (...) {
+  }
+  stop_member(*leader);
 }
 
 }  // namespace zaris::test

@@ -54,8 +54,9 @@ class EtcdCluster {
   // if a member exits or the cluster does not serve in time; whatever was
   // started is stopped and removed first.
   explicit EtcdCluster(EtcdClusterOptions options = {});
-  // Stops the running members one at a time (SIGTERM; SIGKILL if one still
-  // runs after stop_timeout), reaps them, removes the directory.
+  // Stops the running members one at a time, the leader last (SIGTERM;
+  // SIGKILL if one still runs after stop_timeout), reaps them, removes the
+  // directory.
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -108,6 +109,8 @@ class EtcdCluster {
   std::optional<std::size_t> agreed_leader(std::chrono::steady_clock::time_point give_up,
                                            std::string& observation) const;
   std::string every_log_tail() const;
+  // SIGTERM, then SIGKILL if it still runs after stop_timeout; reaps it.
+  void stop_member(std::size_t member) noexcept;
   void stop_all() noexcept;
 
   EtcdClusterOptions options_;
