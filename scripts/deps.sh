@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(cmake g++ make libboost-dev libboost-test-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libcpp-httplib-dev tmux clang libclang-rt-14-dev dpkg-dev pkg-config doxygen python3 python3-pytest)
+  libcpp-httplib-dev tmux clang libclang-rt-14-dev dpkg-dev pkg-config doxygen python3 python3-pytest
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler etcd-server etcd-client)
 
 missing=()
 for package in "${packages[@]}"; do
