@@ -2,8 +2,11 @@
 # libprotobuf-dev), protoc (protobuf-compiler) and grpc_cpp_plugin
 # (protobuf-compiler-grpc). The libraries are looked for with pkg-config
 # first, then as CMake packages. ZARIS_ETCD defaults to ON when all four are
-# found, OFF otherwise. Sets ZARIS_GRPC_LIBRARIES (what code calling gRPC
-# links), ZARIS_PROTOC and ZARIS_GRPC_CPP_PLUGIN.
+# found, OFF otherwise, and OFF in two trees: under ThreadSanitizer, because
+# Debian's gRPC and Abseil are not instrumented and TSan reports races inside
+# them (their atomics are invisible to it), and in the fuzz tree, which
+# builds the segment fuzz target alone. Sets ZARIS_GRPC_LIBRARIES (what code
+# calling gRPC links), ZARIS_PROTOC and ZARIS_GRPC_CPP_PLUGIN.
 set(ZARIS_GRPC_LIBRARIES)
 set(zaris_grpc_found_by)
 find_package(PkgConfig QUIET)
@@ -36,10 +39,16 @@ endif()
 if(NOT ZARIS_GRPC_CPP_PLUGIN)
   list(APPEND zaris_etcd_missing "grpc_cpp_plugin (protobuf-compiler-grpc)")
 endif()
+set(zaris_etcd_default ON)
+set(zaris_etcd_why_off)
 if(zaris_etcd_missing)
   set(zaris_etcd_default OFF)
-else()
-  set(zaris_etcd_default ON)
+elseif(ZARIS_TSAN)
+  set(zaris_etcd_default OFF)
+  set(zaris_etcd_why_off "ThreadSanitizer: Debian's gRPC is not instrumented")
+elseif(ZARIS_FUZZ)
+  set(zaris_etcd_default OFF)
+  set(zaris_etcd_why_off "the fuzz tree")
 endif()
 option(ZARIS_ETCD "Build the etcd backend's pieces (needs gRPC++ and protobuf)" ${zaris_etcd_default})
 
@@ -50,6 +59,8 @@ elseif(ZARIS_ETCD)
   message(STATUS "zaris: etcd pieces ON (${zaris_grpc_found_by}; ${ZARIS_PROTOC}, ${ZARIS_GRPC_CPP_PLUGIN})")
 elseif(zaris_etcd_missing)
   message(STATUS "zaris: etcd pieces OFF, missing: ${zaris_etcd_missing_text}")
+elseif(zaris_etcd_why_off)
+  message(STATUS "zaris: etcd pieces OFF by default in this tree (${zaris_etcd_why_off})")
 else()
   message(STATUS "zaris: etcd pieces OFF (ZARIS_ETCD)")
 endif()
