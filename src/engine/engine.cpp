@@ -55,8 +55,10 @@ std::atomic<std::uint64_t> g_engine_serial{0};
 // This thread's renewals not yet added to its engine's counter. Plain data,
 // so that the keep-alive's access to it is one TLS load. Initial-exec: an
 // %fs-relative address, where the shared library's default model would call
-// __tls_get_addr on every keep-alive; its 24 bytes fit the static TLS that
-// glibc keeps spare for a library loaded later with dlopen (ctypes does).
+// __tls_get_addr on every keep-alive. It costs no static TLS of its own: the
+// SIGBUS guard's initial-exec variable (bus_guard.cpp) already puts the
+// library's whole TLS block there, from the surplus glibc keeps for a
+// library loaded later with dlopen (ctypes does).
 struct RenewalTally {
   std::uint64_t engine = 0;  // the serial of the engine it counts for; 0: none
   std::uint64_t count = 0;

@@ -62,7 +62,9 @@ struct HeldMutexes {
   std::uint32_t count;
   pthread_mutex_t* held[kMaxHeld];  // oldest first
 };
-thread_local constinit HeldMutexes t_held{};
+// Initial-exec, as the renewal tally (engine.cpp): every lock and unlock
+// reads it, and the shared library's TLS block is static already.
+[[gnu::tls_model("initial-exec")]] thread_local constinit HeldMutexes t_held{};
 
 // glibc gives the child of fork() an empty robust list (the child holds none
 // of the parent's mutexes); the same thread descriptor, so `head` stays.
