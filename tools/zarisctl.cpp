@@ -1497,8 +1497,8 @@ int main(int argc, char** argv) {
   Globals g;
   g.segment = default_segment();
   app.add_option("-s,--segment", g.segment,
-                 "segment: a name in /dev/shm, or a path if it contains '/' "
-                 "(default $ZARIS_SEGMENT, else zaris)");
+                 "segment: a name in /dev/shm (NAME or shm:NAME), or a path if it "
+                 "contains '/' (default $ZARIS_SEGMENT, else zaris)");
   app.add_option("-w,--write-out", g.write_out, "output format: simple, json or table")
       ->check(CLI::IsMember({"simple", "json", "table"}));
   app.add_flag("--trust-other-writers", g.trust_other_writers,

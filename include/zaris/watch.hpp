@@ -42,7 +42,8 @@ struct WatchOptions {
 class Client;
 
 // Reads the events of one key or prefix in order. Not safe to share between
-// threads; must not outlive its Client.
+// threads; must not outlive its Client. Movable, not copyable: a watcher
+// moved from answers Errc::invalid_argument (next_revision() 0).
 class Watcher {
  public:
   Watcher(Watcher&&) noexcept;

@@ -94,7 +94,8 @@ typedef struct zaris_client_options {
 /* Fills `options` with the defaults (1 s, no trust). */
 void zaris_client_options_init(zaris_client_options* options);
 
-/* A segment is named by NAME (/dev/shm/NAME) or, with a '/', a file path.
+/* A segment is named by NAME or shm:NAME (/dev/shm/NAME) or, with a '/', a
+ * file path; an etcd:// address is ZARIS_UNSUPPORTED here (docs/etcd.md).
  * `options` and `client_options` may be null: the defaults. */
 int zaris_create(const char* name, const zaris_segment_options* options,
                  const zaris_client_options* client_options, zaris_client** client);

@@ -22,10 +22,29 @@ struct Address {
   std::string_view rest;  // the segment's name or path; the etcd address whole
 };
 
-Address parse(std::string_view address) {
-  if (address.starts_with(kEtcdScheme)) return {true, address};
-  if (address.starts_with(kShmScheme)) address.remove_prefix(kShmScheme.size());
-  return {false, address};
+// An address of another scheme than etcd (e.g. "etcds://", kept for TLS) is
+// refused as one, not opened as a relative path; "./x://y" reaches such a path.
+Result<Address> parse(std::string_view address) {
+  if (address.starts_with(kEtcdScheme)) return Address{true, address};
+  if (address.starts_with(kShmScheme)) {
+    address.remove_prefix(kShmScheme.size());
+    if (address.find('/') != std::string_view::npos)
+      return Error{Errc::invalid_argument,
+                   "shm: takes a segment name, without '/' (a path needs no shm:)"};
+    return Address{false, address};
+  }
+  if (const auto scheme = address.find("://"); scheme != std::string_view::npos &&
+                                                 scheme > 0 &&
+                                                 address.find('/') == scheme + 1) {
+    return Error{Errc::unsupported, std::string(address.substr(0, scheme)) +
+                                        ":// addresses are not supported (etcd:// is, or a "
+                                        "segment name or path)"};
+  }
+  return Address{false, address};
+}
+
+Error moved_from() {
+  return Error{Errc::invalid_argument, "this watcher was moved from"};
 }
 
 Error segment_only(std::string_view what) {
@@ -45,10 +64,13 @@ Made on_segment(Result<std::unique_ptr<segment::Mapping>> mapping, const ClientO
 Made on_etcd(std::string_view address, const ClientOptions& options) {
   detail::EtcdOpener open = g_etcd_opener.load(std::memory_order_acquire);
   if (open == nullptr)
-    return Error{Errc::unsupported, std::string(address) +
-                                        ": this program does not link zaris's etcd backend "
-                                        "(zaris::etcd)"};
-  return open(address, options);
+    return Error{Errc::unsupported,
+                 std::string(address) +
+                     ": this program was built without zaris's etcd backend (a C++ program "
+                     "links the CMake target zaris::etcd)"};
+  Made made = open(address, options);
+  if (made && *made == nullptr) return Error{Errc::io_error, "the etcd backend made no client"};
+  return made;
 }
 
 }  // namespace
@@ -68,7 +90,9 @@ Client::~Client() = default;
 
 Result<Client> Client::create(std::string_view segment, const SegmentOptions& segment_options,
                               const ClientOptions& options) {
-  const Address address = parse(segment);
+  auto parsed = parse(segment);
+  if (!parsed) return std::move(parsed).error();
+  const Address address = *parsed;
   if (address.etcd) return segment_only("creating a segment");
   Made made = on_segment(segment::Mapping::create(address.rest, segment_options, options), options);
   if (!made) return std::move(made).error();
@@ -76,7 +100,9 @@ Result<Client> Client::create(std::string_view segment, const SegmentOptions& se
 }
 
 Result<Client> Client::open(std::string_view segment, const ClientOptions& options) {
-  const Address address = parse(segment);
+  auto parsed = parse(segment);
+  if (!parsed) return std::move(parsed).error();
+  const Address address = *parsed;
   Made made = address.etcd ? on_etcd(address.rest, options)
                            : on_segment(segment::Mapping::open(address.rest, options), options);
   if (!made) return std::move(made).error();
@@ -86,7 +112,9 @@ Result<Client> Client::open(std::string_view segment, const ClientOptions& optio
 Result<Client> Client::open_or_create(std::string_view segment,
                                       const SegmentOptions& segment_options,
                                       const ClientOptions& options) {
-  const Address address = parse(segment);
+  auto parsed = parse(segment);
+  if (!parsed) return std::move(parsed).error();
+  const Address address = *parsed;
   // A cluster is there already: open it; its capacities are etcd's own.
   Made made = address.etcd
                   ? on_etcd(address.rest, options)
@@ -97,7 +125,9 @@ Result<Client> Client::open_or_create(std::string_view segment,
 }
 
 Result<void> Client::destroy(std::string_view segment) {
-  const Address address = parse(segment);
+  auto parsed = parse(segment);
+  if (!parsed) return std::move(parsed).error();
+  const Address address = *parsed;
   if (address.etcd) return segment_only("destroying a segment");
   return segment::Mapping::destroy(address.rest);
 }
@@ -183,15 +213,17 @@ Watcher& Watcher::operator=(Watcher&&) noexcept = default;
 Watcher::~Watcher() = default;
 
 Result<std::vector<Event>> Watcher::poll(std::size_t max) {
+  if (!impl_) return moved_from();
   return impl_->read(max, std::chrono::nanoseconds(0));
 }
 
 Result<std::vector<Event>> Watcher::wait(std::chrono::nanoseconds timeout, std::size_t max) {
+  if (!impl_) return moved_from();
   return impl_->read(max, timeout);
 }
 
 std::uint64_t Watcher::next_revision() const {
-  return impl_->next_revision();
+  return impl_ ? impl_->next_revision() : 0;
 }
 
 std::string_view event_type_name(EventType type) noexcept {

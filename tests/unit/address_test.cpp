@@ -83,6 +83,38 @@ BOOST_AUTO_TEST_CASE(shm_name_and_bare_name_are_the_same_segment) {
   BOOST_TEST(Client::open(name).code() == Errc::not_found);
 }
 
+BOOST_AUTO_TEST_CASE(shm_takes_a_name_not_a_path) {
+  auto opened = Client::open("shm:tmp/x");
+  BOOST_TEST(opened.code() == Errc::invalid_argument);
+  BOOST_TEST(Client::destroy("shm:/tmp/x").code() == Errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(another_scheme_is_refused_as_one_and_a_path_can_still_look_like_it) {
+  for (const char* address : {"etcds://127.0.0.1:2379", "ETCD://127.0.0.1:2379", "redis://x"}) {
+    auto opened = Client::open(address);
+    BOOST_TEST(opened.code() == Errc::unsupported, address);
+    if (!opened) BOOST_TEST(opened.error().message.find("://") != std::string::npos);
+  }
+  // With a '/' before it, "x://y" is a path like any other: here, none.
+  BOOST_TEST(Client::open("./no-such-dir-x://y").code() == Errc::not_found);
+}
+
+BOOST_AUTO_TEST_CASE(a_watcher_moved_from_refuses_calls_and_the_one_moved_to_reads) {
+  const std::string name = unique_segment_name("moved-watcher");
+  auto client = Client::create(name, small_segment());
+  BOOST_REQUIRE(client.ok());
+  auto watched = client->watch("k");
+  BOOST_REQUIRE(watched.ok());
+  zaris::Watcher watcher = std::move(*watched);
+  BOOST_TEST(watched->poll().code() == Errc::invalid_argument);
+  BOOST_TEST(watched->next_revision() == 0u);
+  BOOST_REQUIRE(client->put("k", "v").ok());
+  auto events = watcher.poll();
+  BOOST_REQUIRE(events.ok());
+  BOOST_TEST(events->size() == 1u);
+  BOOST_TEST(Client::destroy(name).ok());
+}
+
 BOOST_AUTO_TEST_CASE(an_etcd_address_without_the_etcd_backend_is_unsupported) {
   const std::string address = "etcd://127.0.0.1:2379/app";
   auto opened = Client::open(address);
