@@ -51,9 +51,11 @@ run_configuration() {
       echo "warning: cannot disable address randomisation; TSan may fail to start" >&2
     fi
   fi
-  # Segments a killed earlier run may have left behind.
+  # Segments, and etcd members' data directories, a killed earlier run may
+  # have left behind.
   rm -f /dev/shm/zaris-test-* /dev/shm/zaris-torture-* /dev/shm/zaris-fuzz-seed-* \
     /dev/shm/zaris-bench-* /dev/shm/zaris-lease-demo-* 2>/dev/null || true
+  rm -rf "${TMPDIR:-/tmp}"/zaris-etcd-* 2>/dev/null || true
   local status=0
   # No test may hang CI: each is stopped after 15 minutes (the crash-point
   # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
@@ -87,8 +89,8 @@ run_configuration() {
 configurations=("release build -DCMAKE_BUILD_TYPE=Release")
 if [ "$all" = true ]; then
   configurations+=(
-    "asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_SANITIZE=ON -DZARIS_TORTURE_SECONDS=20 -DZARIS_BUILD_SHARED=OFF -DZARIS_ETCD=OFF"
-    "tsan build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_TSAN=ON -DZARIS_TORTURE_SECONDS=20 -DZARIS_BUILD_SHARED=OFF -DZARIS_ETCD=OFF"
+    "asan build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_SANITIZE=ON -DZARIS_TORTURE_SECONDS=20 -DZARIS_BUILD_SHARED=OFF"
+    "tsan build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZARIS_TSAN=ON -DZARIS_TORTURE_SECONDS=20 -DZARIS_BUILD_SHARED=OFF"
     "fuzz build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DZARIS_FUZZ=ON -DZARIS_BUILD_BENCH=OFF -DZARIS_BUILD_EXAMPLES=OFF -DZARIS_BUILD_TOOLS=OFF -DZARIS_BUILD_SHARED=OFF -DZARIS_ETCD=OFF"
   )
 fi
