@@ -10,6 +10,7 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -428,10 +429,32 @@ BOOST_AUTO_TEST_CASE(a_closed_port_is_unavailable_within_a_bounded_time) {
   BOOST_CHECK(std::chrono::steady_clock::now() - renewing < 10s);
 }
 
+BOOST_AUTO_TEST_CASE(a_client_with_an_open_stream_ends_promptly_once_its_cluster_is_killed) {
+  EtcdCluster own;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    auto client = Client::open("etcd://" + own.endpoint(0) + "/killed");
+    BOOST_REQUIRE(client);
+    auto lease = client->leases().grant(5s);
+    BOOST_REQUIRE(lease);
+    BOOST_REQUIRE(client->leases().keep_alive(*lease));
+    own.kill(0);
+    BOOST_CHECK(client->leases().keep_alive(*lease).code() == Errc::unavailable);
+    BOOST_CHECK(client->put("k", "v").code() == Errc::unavailable);
+  }
+  BOOST_CHECK(std::chrono::steady_clock::now() - start < 15s);
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_address_is_invalid_argument) {
   BOOST_CHECK(Client::open("etcd://127.0.0.1").code() == Errc::invalid_argument);
   BOOST_CHECK(Client::open("etcd://127.0.0.1:70000").code() == Errc::invalid_argument);
   BOOST_CHECK(Client::open("etcd://127.0.0.1:2379/").code() == Errc::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(a_client_clock_is_refused_because_etcd_keeps_time_on_its_servers) {
+  zaris::ClientOptions options;
+  options.clock = std::make_shared<zaris::ManualClock>();
+  BOOST_CHECK(Client::open(address("clock"), options).code() == Errc::invalid_argument);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
