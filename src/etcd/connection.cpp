@@ -139,8 +139,8 @@ Error Connection::error(const grpc::Status& status, std::string_view what) const
     case grpc::StatusCode::INVALID_ARGUMENT:
     case grpc::StatusCode::FAILED_PRECONDITION:
       return Error{Errc::invalid_argument, std::move(message)};
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return Error{Errc::too_large, std::move(message)};
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:  // etcd's space quota (the NOSPACE alarm)
+      return Error{Errc::no_space, std::move(message)};
     case grpc::StatusCode::PERMISSION_DENIED:
     case grpc::StatusCode::UNAUTHENTICATED:
       return Error{Errc::permission_denied, std::move(message)};
