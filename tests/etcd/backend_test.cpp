@@ -445,6 +445,21 @@ BOOST_AUTO_TEST_CASE(a_client_with_an_open_stream_ends_promptly_once_its_cluster
   BOOST_CHECK(std::chrono::steady_clock::now() - start < 15s);
 }
 
+BOOST_AUTO_TEST_CASE(a_restarted_member_is_reached_again_by_calls_and_the_keep_alive_stream) {
+  EtcdCluster own;
+  auto client = Client::open("etcd://" + own.endpoint(0) + "/restarted");
+  BOOST_REQUIRE(client);
+  auto lease = client->leases().grant(30s);
+  BOOST_REQUIRE(lease);
+  BOOST_REQUIRE(client->leases().keep_alive(*lease));
+  own.kill(0);
+  own.restart(0);
+  BOOST_CHECK(client->put("k", "v"));
+  // The old stream ended with its member: the keep-alive opens a new one.
+  auto renewed = client->leases().keep_alive(*lease);
+  BOOST_CHECK(renewed && *renewed == 30s);
+}
+
 BOOST_AUTO_TEST_CASE(a_malformed_address_is_invalid_argument) {
   BOOST_CHECK(Client::open("etcd://127.0.0.1").code() == Errc::invalid_argument);
   BOOST_CHECK(Client::open("etcd://127.0.0.1:70000").code() == Errc::invalid_argument);
