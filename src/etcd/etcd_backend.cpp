@@ -38,6 +38,11 @@ Result<PutResult> EtcdBackend::put(std::string_view key, std::string_view value,
   request.set_key(keyspace_.key(key));
   request.set_value(std::string(value));
   request.set_lease(static_cast<std::int64_t>(options.lease.value()));
+  // As a segment refuses a value over its maximum: before anything is sent.
+  if (request.ByteSizeLong() > kMaxTxnBytes)
+    return Error{Errc::too_large, "put: " + std::to_string(request.ByteSizeLong()) +
+                                      " bytes is over etcd's request limit of " +
+                                      std::to_string(kMaxTxnBytes)};
   if (options.if_absent || options.if_mod_revision) return conditional_put(request, options);
   pb::PutResponse response;
   const auto status = connection_->call(
@@ -66,7 +71,9 @@ Result<PutResult> EtcdBackend::conditional_put(const pb::PutRequest& put, const 
   }
   *request.add_success()->mutable_request_put() = put;
   // On failure, whether the key lives tells which condition failed.
-  request.add_failure()->mutable_request_range()->set_key(put.key());
+  auto* look = request.add_failure()->mutable_request_range();
+  look->set_key(put.key());
+  look->set_keys_only(true);
   pb::TxnResponse response;
   const auto status = connection_->call(
       [&](grpc::ClientContext* c) { return connection_->kv().Txn(c, request, &response); });
@@ -76,7 +83,8 @@ Result<PutResult> EtcdBackend::conditional_put(const pb::PutRequest& put, const 
   if (response.succeeded()) return PutResult{unsigned_of(response.header().revision())};
   const bool lives =
       response.responses_size() == 1 && response.responses(0).response_range().kvs_size() > 0;
-  if (options.if_absent && lives) return Error{Errc::already_exists, "put: the key already exists"};
+  if (options.if_absent && (lives || !options.if_mod_revision))
+    return Error{Errc::already_exists, "put: the key already exists"};
   return Error{Errc::revision_mismatch,
                "put: the key's mod revision is not " + std::to_string(*options.if_mod_revision)};
 }

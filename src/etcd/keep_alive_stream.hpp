@@ -50,13 +50,21 @@ class KeepAliveStream {
   Result<void> ensure_open(std::chrono::system_clock::time_point deadline);
   void read_replies(Stream* stream) noexcept;
   static void close(Stream& stream) noexcept;
+  // Cancels the live stream, if any: its blocked write returns, its late
+  // answers die with it, and the next call opens another. REQUIRES: mutex_.
+  void cancel_live_locked() noexcept;
+  Error unavailable(const std::string& why) const;
 
   Connection& connection_;
-  std::mutex write_mutex_;  // one writer and one (re)opener at a time; taken before mutex_
-  std::mutex mutex_;        // guards waiters_ and the streams' `ended`
+  // One writer and one (re)opener at a time; taken before mutex_, and with a
+  // deadline: a write that blocks (a member gone silent) must not hold up
+  // every other caller past theirs.
+  std::timed_mutex write_mutex_;
+  std::mutex mutex_;  // guards waiters_, live_ and the streams' `ended`
   std::condition_variable answered_;
   std::list<Waiter*> waiters_;
   std::unique_ptr<Stream> stream_;  // written under write_mutex_
+  Stream* live_ = nullptr;          // stream_, for cancelling without write_mutex_
 };
 
 }  // namespace zaris::etcd

@@ -24,7 +24,8 @@ etcdserverpb::RangeRequest range_request(const Keyspace& keyspace, std::string_v
                                          const RangeOptions& options);
 
 // A Txn one to one; refused (invalid_argument) over kMaxTxnOps operations in
-// a branch or compares, or kMaxTxnBytes, before anything is sent.
+// a branch or compares, or kMaxTxnBytes, before anything is sent. A put over
+// kMaxTxnBytes is too_large, before it is sent.
 inline constexpr std::size_t kMaxTxnBytes = 3 * 1024 * 1024 / 2;  // etcd's default request limit
 Result<etcdserverpb::TxnRequest> txn_request(const Keyspace& keyspace, const Txn& txn);
 void to_txn_result(const Keyspace& keyspace, const Txn& txn, const etcdserverpb::TxnResponse& in,
