@@ -1,4 +1,6 @@
 // A session: one lease bound to this process, kept alive in the background.
+// On an engine without owner death (etcd) the lease is unbound: it ends by
+// its TTL alone.
 // Mutexes and elections hold their keys under a session's lease, so that a
 // holder that stops renewing (hung, or dead) loses them at the TTL.
 #pragma once

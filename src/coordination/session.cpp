@@ -6,6 +6,8 @@ namespace zaris {
 
 Result<std::unique_ptr<Session>> Session::create(Client& client, SessionOptions options) {
   auto lease = client.leases().grant(options.ttl, GrantOptions::bound());
+  // An engine without owner death (etcd) holds the session by its TTL alone.
+  if (lease.code() == Errc::unsupported) lease = client.leases().grant(options.ttl);
   if (!lease) return std::move(lease).error();
   return std::unique_ptr<Session>(new Session(client, *lease, std::move(options)));
 }
