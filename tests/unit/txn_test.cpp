@@ -18,21 +18,8 @@ using zaris::test::SegmentFixture;
 
 namespace {
 
-// Whether a transaction with this one compare runs its "then" branch.
-bool holds(zaris::Client& client, Compare compare) {
-  auto r = client.txn(Txn().when(std::move(compare)));
-  BOOST_REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : r.error().message));
-  return r->succeeded;
-}
-
 std::uint64_t revision_of(zaris::Client& client) {
   return client.info()->revision;
-}
-
-std::vector<std::string> keys_of(const zaris::TxnOpResult& r) {
-  std::vector<std::string> out;
-  for (const auto& kv : r.kvs) out.push_back(kv.key);
-  return out;
 }
 
 }  // namespace
