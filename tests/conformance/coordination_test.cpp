@@ -11,8 +11,8 @@ using zaris::Errc;
 using zaris::Mutex;
 using zaris::Session;
 using zaris::SessionOptions;
-using zaris::test::eventually;
 using zaris::test::EngineFixture;
+using zaris::test::eventually;
 using zaris::test::on_shm;
 
 namespace {
@@ -86,8 +86,7 @@ BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, EngineFixtur
 // created before us.
 // Many keys under the name that do not contend, between a contender and its
 // predecessor: the search pages down through them all.
-BOOST_FIXTURE_TEST_CASE(a_queue_place_looks_past_many_keys_that_do_not_contend,
-                        EngineFixture) {
+BOOST_FIXTURE_TEST_CASE(a_queue_place_looks_past_many_keys_that_do_not_contend, EngineFixture) {
   namespace co = zaris::coordination;
   auto a = *client->leases().grant(10s);
   auto b = *client->leases().grant(10s);

@@ -69,8 +69,8 @@ struct EngineFixture {
   // The segment is consistent (check() finds nothing); etcd has no check().
   void require_consistent();
 
-  std::string name;                     // the segment name, or the etcd:// address
-  std::shared_ptr<ManualClock> clock;   // shared memory only: null on etcd
+  std::string name;                    // the segment name, or the etcd:// address
+  std::shared_ptr<ManualClock> clock;  // shared memory only: null on etcd
   std::unique_ptr<Client> client;
 };
 

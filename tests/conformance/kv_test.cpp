@@ -200,10 +200,10 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_is_gone_and_comes_back_new, EngineFixture)
   const auto c3 = std::to_string(again->revision);
   const auto deleted = reason_seen(zaris::DeleteReason::deleted);
   const auto revoked = reason_seen(zaris::DeleteReason::revoked);
-  BOOST_TEST((seen == std::vector<std::string>{"PUT none 1 c" + c1, "PUT none 2 c" + c1,
-                                               "DELETE " + deleted + "  c" + c1,
-                                               "PUT none 3 c" + c3,
-                                               "DELETE " + revoked + "  c" + c3}));
+  BOOST_TEST(
+      (seen == std::vector<std::string>{"PUT none 1 c" + c1, "PUT none 2 c" + c1,
+                                        "DELETE " + deleted + "  c" + c1, "PUT none 3 c" + c3,
+                                        "DELETE " + revoked + "  c" + c3}));
   require_consistent();
 }
 
@@ -224,8 +224,9 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_of_an_ended_lease_is_deleted_once, EngineF
   for (auto& e : *events)
     seen.push_back(std::string(zaris::event_type_name(e.type)) + " " +
                    std::string(zaris::delete_reason_name(e.reason)));
-  BOOST_TEST((seen == std::vector<std::string>{
-                  "PUT none", "DELETE " + reason_seen(zaris::DeleteReason::deleted), "PUT none"}));
+  BOOST_TEST(
+      (seen == std::vector<std::string>{
+                   "PUT none", "DELETE " + reason_seen(zaris::DeleteReason::deleted), "PUT none"}));
   BOOST_TEST((*client->get("k"))->create_revision == again->revision);
   require_consistent();
 }

@@ -100,8 +100,7 @@ BOOST_FIXTURE_TEST_CASE(keep_alive_resets_the_remaining_time, EngineFixture, ZAR
 // filed the later one already, and the lease was promised until then). Here
 // the late one is a client whose clock reads earlier: a client clock is
 // shared memory's (etcd keeps time on its servers).
-BOOST_FIXTURE_TEST_CASE(a_late_keep_alive_never_shortens_the_lease, EngineFixture,
-                        ZARIS_SHM_ONLY) {
+BOOST_FIXTURE_TEST_CASE(a_late_keep_alive_never_shortens_the_lease, EngineFixture, ZARIS_SHM_ONLY) {
   auto id = client->leases().grant(1s);
   BOOST_REQUIRE(id.ok());
   BOOST_REQUIRE(client->put("k", "v", Put::with_lease(*id)).ok());

@@ -79,7 +79,7 @@ BOOST_FIXTURE_TEST_CASE(value_compares_bytewise, EngineFixture) {
   BOOST_TEST(holds(*client, Compare::value("k") == std::string_view("b\0c", 3)));
   BOOST_TEST(!holds(*client, Compare::value("k") == "b"));
   BOOST_TEST(holds(*client, Compare::value("k") != "b"));
-  BOOST_TEST(holds(*client, Compare::value("k") > "b"));   // a longer value sorts after its prefix
+  BOOST_TEST(holds(*client, Compare::value("k") > "b"));  // a longer value sorts after its prefix
   BOOST_TEST(holds(*client, Compare::value("k") < "c"));
   BOOST_TEST(holds(*client, Compare::value("k") > "a\xff"));
   BOOST_TEST(holds(*client, Compare::value("k") < "b\x01"));  // "\0" < "\x01"
@@ -165,8 +165,7 @@ BOOST_FIXTURE_TEST_CASE(no_compares_runs_the_then_branch_and_empty_txn_changes_n
   BOOST_TEST(put->revision == before + 1);
 }
 
-BOOST_FIXTURE_TEST_CASE(writes_share_one_revision_and_their_events_come_in_order,
-                        EngineFixture) {
+BOOST_FIXTURE_TEST_CASE(writes_share_one_revision_and_their_events_come_in_order, EngineFixture) {
   BOOST_REQUIRE(client->put("p/old", "x").ok());
   BOOST_REQUIRE(client->put("q", "x").ok());
   const std::uint64_t before = revision_of(*client);
@@ -296,8 +295,8 @@ BOOST_FIXTURE_TEST_CASE(a_put_whose_lease_is_not_live_undoes_everything, EngineF
   BOOST_TEST(unknown.code() == (on_shm() ? Errc::not_found : Errc::lease_lost));
   BOOST_TEST(!client->get("j")->has_value());
   // Its own else branch fails the same way.
-  auto otherwise = client->txn(
-      Txn().when(Compare::version("k") == 9).otherwise(TxnOp::put("j", "x", *ended)));
+  auto otherwise =
+      client->txn(Txn().when(Compare::version("k") == 9).otherwise(TxnOp::put("j", "x", *ended)));
   BOOST_TEST(otherwise.code() == Errc::lease_lost);
   require_consistent();
 }
@@ -308,8 +307,7 @@ BOOST_FIXTURE_TEST_CASE(bad_input_is_refused_and_changes_nothing, EngineFixture)
   auto refused = [&](const Txn& txn, Errc code = Errc::invalid_argument) {
     auto r = client->txn(txn);
     BOOST_TEST_MESSAGE((r.ok() ? std::string("ok") : r.error().message));
-    return r.code() == code && revision_of(*client) == before &&
-           (*client->get("k"))->value == "v";
+    return r.code() == code && revision_of(*client) == before && (*client->get("k"))->value == "v";
   };
   const TxnOp write = TxnOp::put("k", "changed");
   BOOST_TEST(refused(Txn().when(Compare::version("") == 0).then(write)));
@@ -319,12 +317,13 @@ BOOST_FIXTURE_TEST_CASE(bad_input_is_refused_and_changes_nothing, EngineFixture)
   // The sizes are each engine's: a segment's maxima (32-byte keys, 64-byte
   // values here); etcd's request limit of 1.5 MiB for the whole txn.
   if (on_shm()) {
-    BOOST_TEST(refused(Txn().then(write).then(TxnOp::put(std::string(33, 'k'), "")),
-                       Errc::too_large));
-    BOOST_TEST(refused(Txn().then(write).then(TxnOp::put("v", std::string(65, 'v'))),
-                       Errc::too_large));
+    BOOST_TEST(
+        refused(Txn().then(write).then(TxnOp::put(std::string(33, 'k'), "")), Errc::too_large));
+    BOOST_TEST(
+        refused(Txn().then(write).then(TxnOp::put("v", std::string(65, 'v'))), Errc::too_large));
   } else {
-    BOOST_TEST(refused(Txn().then(write).then(TxnOp::put("v", std::string(3 * 1024 * 1024 / 2, 'v')))));
+    BOOST_TEST(
+        refused(Txn().then(write).then(TxnOp::put("v", std::string(3 * 1024 * 1024 / 2, 'v')))));
   }
   Compare unknown_target = Compare::version("k") == 1;
   unknown_target.target = static_cast<CompareTarget>(9);
@@ -428,10 +427,8 @@ BOOST_FIXTURE_TEST_CASE(a_key_written_earlier_in_the_branch_is_judged_again, Eng
   BOOST_TEST(r->results[1].kvs.empty());
   BOOST_TEST(r->results[2].deleted == 0u);
   // Deleted (its slot kept vacant): a put brings it back, and a get sees it.
-  r = client->txn(Txn()
-                      .when(Compare::version("k") == 0)
-                      .then(TxnOp::put("k", "back"))
-                      .then(TxnOp::get("k")));
+  r = client->txn(
+      Txn().when(Compare::version("k") == 0).then(TxnOp::put("k", "back")).then(TxnOp::get("k")));
   BOOST_REQUIRE(r.ok());
   BOOST_REQUIRE(r->succeeded);
   BOOST_REQUIRE_EQUAL(r->results[1].kvs.size(), 1u);

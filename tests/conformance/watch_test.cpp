@@ -45,8 +45,8 @@ BOOST_FIXTURE_TEST_CASE(puts_and_deletes_with_reasons_and_revisions, EngineFixtu
   auto r4 = client->put("job/c", "3", Put::with_lease(*lease));
   auto d1 = client->del("job/a");
   BOOST_REQUIRE(client->leases().revoke(*lease).ok());
-  const std::string revoked_at = "@" + std::to_string(d1->revision + 1) + " " +
-                                 reason_seen(DeleteReason::revoked);
+  const std::string revoked_at =
+      "@" + std::to_string(d1->revision + 1) + " " + reason_seen(DeleteReason::revoked);
   std::vector<std::string> expected = {
       "PUT job/a@" + std::to_string(r1->revision) + "=1",
       "PUT job/b@" + std::to_string(r3->revision) + "=2",

@@ -74,7 +74,8 @@ BOOST_FIXTURE_TEST_CASE(the_first_fault_is_the_one_reported, RoomyFixture) {
   BOOST_TEST(own.message.find("written twice") == std::string::npos);
   // A compare's fault comes before the branches'; its key too long is
   // invalid_argument, where a put's is too_large.
-  auto compare = refusal(Txn().when(Compare::version(long_key) == 0).then(TxnOp::put(long_key, "")));
+  auto compare =
+      refusal(Txn().when(Compare::version(long_key) == 0).then(TxnOp::put(long_key, "")));
   BOOST_TEST((compare.code == Errc::invalid_argument));
   BOOST_TEST(compare.message.find("compare") != std::string::npos);
   // A key written twice comes before the bytes.
@@ -176,8 +177,7 @@ BOOST_FIXTURE_TEST_CASE(keys_differing_in_any_one_byte_are_different_keys, Roomy
   }
 }
 
-BOOST_FIXTURE_TEST_CASE(a_prefix_delete_too_large_for_the_journal_is_refused_whole,
-                        RoomyFixture) {
+BOOST_FIXTURE_TEST_CASE(a_prefix_delete_too_large_for_the_journal_is_refused_whole, RoomyFixture) {
   for (int i = 0; i < 3000; ++i) BOOST_REQUIRE(client->put("many/" + std::to_string(i), "v").ok());
   BOOST_REQUIRE(client->put("k", "v").ok());
   const std::uint64_t before = revision_of(*client);
@@ -222,8 +222,7 @@ BOOST_FIXTURE_TEST_CASE(an_undone_txn_gives_back_the_slots_it_freed_and_took, Se
 // An operation reuses the lookup its key's compare made only while no key has
 // entered or left the index since: another key's insert may take the very
 // bucket an absent key's lookup would have filled.
-BOOST_FIXTURE_TEST_CASE(an_insert_between_a_compare_and_a_put_makes_it_look_again,
-                        SegmentFixture) {
+BOOST_FIXTURE_TEST_CASE(an_insert_between_a_compare_and_a_put_makes_it_look_again, SegmentFixture) {
   // Clusters in the hash index, so that neighbouring lookups end in one bucket.
   for (int i = 0; i < 120; ++i) BOOST_REQUIRE(client->put("fill/" + std::to_string(i), "f").ok());
   for (int i = 0; i < 60; ++i) {
