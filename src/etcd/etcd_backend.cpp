@@ -107,6 +107,7 @@ Result<bool> EtcdBackend::get(std::string_view key, KeyValue& out) {
 }
 
 Result<RangeResult> EtcdBackend::range(std::string_view prefix, const RangeOptions& options) {
+  if (auto checked = check_order(options.order); !checked) return std::move(checked).error();
   const pb::RangeRequest request = range_request(keyspace_, prefix, options);
   pb::RangeResponse response;
   const auto status = connection_->call(
