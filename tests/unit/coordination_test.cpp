@@ -72,12 +72,11 @@ BOOST_FIXTURE_TEST_CASE(lock_unlock_with_increasing_fencing_tokens, SegmentFixtu
 }
 
 // Joining puts the key and finds its place in one step; only live
-// contenders (NAME/<16 hex digits>) count, and the predecessor is the latest
+// contenders (NAME/<lease id in hex, as Go's %x>) count, and the predecessor is the latest
 // created before us.
 // Many keys under the name that do not contend, between a contender and its
 // predecessor: the search pages down through them all.
-BOOST_FIXTURE_TEST_CASE(a_queue_place_looks_past_many_keys_that_do_not_contend,
-                        SegmentFixture) {
+BOOST_FIXTURE_TEST_CASE(a_queue_place_looks_past_many_keys_that_do_not_contend, SegmentFixture) {
   namespace co = zaris::coordination;
   auto a = *client->leases().grant(10s);
   auto b = *client->leases().grant(10s);
@@ -116,7 +115,8 @@ BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixtur
   BOOST_TEST(first.head);
   BOOST_TEST(first.created == client->get(co::contender_key("q", a))->value().create_revision);
   BOOST_REQUIRE(client->put("q/not-a-contender", "x").ok());
-  BOOST_REQUIRE(client->put("q/x/" + a.to_string(), "x").ok());  // another name's contender
+  BOOST_REQUIRE(client->put("q/x/" + a.to_key_string(), "x").ok());  // another name's contender
+  BOOST_REQUIRE(client->put("q/0" + a.to_key_string(), "x").ok());   // a leading zero
   join(b);
   join(expiring);
   BOOST_REQUIRE(client->put("q/zzzzzzzzzzzzzzzz", "x").ok());  // 16 characters, not hex
@@ -162,6 +162,20 @@ BOOST_FIXTURE_TEST_CASE(a_queue_place_counts_only_live_contenders, SegmentFixtur
   auto short_lived = join(brief);
   clock->advance(1s);
   BOOST_TEST(!co::place(*client, "q", co::contender_key("q", brief), short_lived.created)->present);
+}
+
+// A contender key is NAME/<lease id> as etcd's recipes write it (Go's %x:
+// lowercase hex, no leading zero), so that zaris and etcdctl lock see each
+// other's keys; nothing else under the name contends.
+BOOST_AUTO_TEST_CASE(a_contender_key_is_the_lease_id_as_go_writes_it) {
+  namespace co = zaris::coordination;
+  BOOST_TEST(co::contender_key("q", zaris::LeaseId(0x694d77e1c2b0a40b)) == "q/694d77e1c2b0a40b");
+  BOOST_TEST(co::contender_key("a/b", zaris::LeaseId(0x2a)) == "a/b/2a");
+  for (const char* key : {"q/1", "q/2a", "q/694d77e1c2b0a40b", "q/ffffffffffffffff"})
+    BOOST_TEST(co::is_contender_key("q", key), key);
+  for (const char* key : {"q/", "q/0", "q/02a", "q/000000000000002a", "q/2A", "q/1ffffffffffffffff",
+                          "q/2a/1", "q/x/2a", "q/2g", "r/2a", "q2a", "qq/2a", "/2a"})
+    BOOST_TEST(!co::is_contender_key("q", key), key);
 }
 
 BOOST_FIXTURE_TEST_CASE(try_lock_and_timeout, SegmentFixture) {
