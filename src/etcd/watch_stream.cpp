@@ -183,6 +183,7 @@ void WatchStream::run() noexcept {
       writable_ = nullptr;
       live_ = nullptr;
       down_since_ = Clock::now();
+      changed_.notify_all();  // a waiter's deadline for "down too long" starts now
     }
     (void)stream->rpc->Finish();
     // A stream that carried answers broke (a member died): open another at

@@ -284,10 +284,14 @@ BOOST_AUTO_TEST_CASE(a_watcher_of_a_dead_cluster_is_unavailable_and_its_client_e
     auto watcher = client->watch("k");
     BOOST_REQUIRE(watcher);
     own.kill(0);
+    auto since = [&] { return (std::chrono::steady_clock::now() - start) / 1ms; };
+    BOOST_TEST_MESSAGE("killed at " << since() << " ms");
     // No member for the call timeout (5 s): the read says so, not "nothing".
     auto events = watcher->wait(30s);
     BOOST_CHECK(events.code() == Errc::unavailable);
+    BOOST_TEST_MESSAGE("read unavailable at " << since() << " ms");
     BOOST_CHECK(client->wait_for_change("k", 0, 30s).code() == Errc::unavailable);
+    BOOST_TEST_MESSAGE("wait unavailable at " << since() << " ms");
   }
   BOOST_CHECK(std::chrono::steady_clock::now() - start < 25s);
 }
