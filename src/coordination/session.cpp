@@ -6,6 +6,9 @@ namespace zaris {
 
 Result<std::unique_ptr<Session>> Session::create(Client& client, SessionOptions options) {
   auto lease = client.leases().grant(options.ttl, GrantOptions::bound());
+  // An engine without owner death (etcd): the lease lives by its TTL alone,
+  // as etcd's own sessions do.
+  if (!lease && lease.code() == Errc::unsupported) lease = client.leases().grant(options.ttl);
   if (!lease) return std::move(lease).error();
   return std::unique_ptr<Session>(new Session(client, *lease, std::move(options)));
 }
