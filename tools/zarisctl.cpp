@@ -508,7 +508,7 @@ void cmd_status(const Globals& g) {
   json janitor = info.janitor_pid ? json(*info.janitor_pid) : json(nullptr);
   switch (g.format()) {
     case Format::json_lines: {
-      json out = {{"engine", info.engine}};
+      json out = json::object();
       put_bytes(out, "segment", info.path);
       out["layout_version"] = info.layout_version;
       out["revision"] = info.revision;
@@ -517,6 +517,7 @@ void cmd_status(const Globals& g) {
       out["processes"] = info.processes;
       out["janitor_pid"] = janitor;
       out["size_bytes"] = info.size_bytes;
+      out["engine"] = info.engine;  // "shm"; on etcd cluster_json() says "etcd"
       print_json(out);
       return;
     }

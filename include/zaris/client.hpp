@@ -56,8 +56,9 @@ struct MemberInfo {
 
 // What a segment holds and how it is built; a consistent snapshot. On etcd
 // (engine "etcd") `path` is the address, `revision` the highest a member
-// answered, `members` one entry per endpoint, and the fields that describe
-// a segment (layout, sizes, capacities, counts, counters) stay 0.
+// answered, `members` one entry per endpoint; the fields that describe a
+// segment (layout, sizes, counts, counters) stay 0 and `capacities` keeps
+// SegmentOptions' defaults, which mean nothing there.
 struct SegmentInfo {
   std::string engine;  // "shm" (a shared-memory segment) or "etcd"
   std::string path;    // /dev/shm/NAME or the file path; the etcd:// address

@@ -2,16 +2,13 @@
 // (tests/etcd/etcd_cluster.hpp): status, leases and keys, what etcdctl sees
 // of them, the commands that apply to shared memory only, and an address
 // that is unreachable or malformed.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdio>
 #include <set>
 
 #include "cli/cli_support.hpp"
 #include "etcd/etcd_cluster.hpp"
 
+using zaris::test::closed_port;
 using zaris::test::EtcdCluster;
 
 namespace {
@@ -50,19 +47,6 @@ std::pair<bool, std::string> etcdctl(const std::string& args) {
   for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) && WEXITSTATUS(status) == 0, out};
-}
-
-// A loopback port nothing listens on.
-std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 // The TTL in "... with TTL(2s) ...".
