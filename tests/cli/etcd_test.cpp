@@ -156,6 +156,21 @@ BOOST_AUTO_TEST_CASE(a_lock_around_a_command_on_etcd) {
   BOOST_TEST(e({"get", "job/", "--prefix"}).out.empty());  // released
 }
 
+BOOST_AUTO_TEST_CASE(a_held_lock_on_etcd_excludes_until_released) {
+  OnEtcd e("contended");
+  Process holder(e.with({"lock", "job", "--ttl", "5s"}));
+  BOOST_REQUIRE(holder.wait_lines(2));  // its key and fencing token
+  const auto held = lines_of(holder.out());
+  BOOST_TEST(held[0].rfind("job/", 0) == 0u, held[0]);
+  expect_failure(e({"lock", "job", "--timeout", "500ms", "--", "true"}),
+                 "lock job not acquired within 500ms");
+  ::kill(holder.pid(), SIGTERM);
+  BOOST_TEST(holder.finish().status == 0);
+  auto next = e({"lock", "job", "--timeout", "5s", "--", "sh", "-c", "echo $ZARIS_FENCING_TOKEN"});
+  BOOST_TEST(next.status == 0, next.err);
+  BOOST_TEST(std::stoull(next.out) > std::stoull(held[1]));  // a later fencing token
+}
+
 BOOST_AUTO_TEST_CASE(a_leader_elected_on_etcd_is_seen_by_etcdctl_until_it_stops) {
   OnEtcd e("elect");
   Process leader(e.with({"elect", "scheduler", "host-1", "--ttl", "5s"}));
@@ -169,7 +184,6 @@ BOOST_AUTO_TEST_CASE(a_leader_elected_on_etcd_is_seen_by_etcdctl_until_it_stops)
   BOOST_TEST(etcdctl("get elect/scheduler/ --prefix --keys-only").second.empty());  // resigned
 }
 
-// Passes once watch is available on etcd.
 BOOST_AUTO_TEST_CASE(watch_prints_the_changes_on_etcd) {
   OnEtcd e("watch");
   auto put = e({"put", "k", "one", "-w", "json"});
