@@ -92,8 +92,8 @@ std::vector<std::string> cluster_lines(const zaris::SegmentInfo& info) {
     }
     std::string line =
         fmt::format("member {} at {}: {}, version {}, revision {}, raft term {}, db size {} bytes",
-                    hex(m.id), m.endpoint, m.leader ? "leader" : "follower", m.version,
-                    m.revision, m.raft_term, m.db_size_bytes);
+                    hex(m.id), m.endpoint, m.leader ? "leader" : "follower", m.version, m.revision,
+                    m.raft_term, m.db_size_bytes);
     if (!m.alarms.empty()) line += ", alarms " + alarms_text(m);
     lines.push_back(std::move(line));
   }

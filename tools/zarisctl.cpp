@@ -347,8 +347,9 @@ bool on_etcd(const Globals& g) {
 // when the address is an etcd cluster's; `instead` says what etcd offers.
 void shm_only(const Globals& g, std::string_view command, std::string_view instead) {
   if (on_etcd(g))
-    throw Failure{fmt::format("{} applies to a shared-memory segment, not to the etcd cluster at {}: {}",
-                              command, g.segment, instead)};
+    throw Failure{
+        fmt::format("{} applies to a shared-memory segment, not to the etcd cluster at {}: {}",
+                    command, g.segment, instead)};
 }
 
 // Opens the segment; a missing one is an error naming it.

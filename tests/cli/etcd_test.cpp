@@ -6,28 +6,19 @@
 #include <set>
 
 #include "cli/cli_support.hpp"
+#include "etcd/backend_support.hpp"
 #include "etcd/etcd_cluster.hpp"
 
 using zaris::test::closed_port;
 using zaris::test::EtcdCluster;
+using zaris::test::OneMember;
 
 namespace {
-
-// One member for the suite; each test works under a prefix of its own.
-struct OneMember {
-  OneMember() { cluster = new EtcdCluster(); }
-  ~OneMember() {
-    delete cluster;
-    cluster = nullptr;
-  }
-  static inline EtcdCluster* cluster = nullptr;
-};
 
 // zarisctl -s etcd://MEMBER/PREFIX ARGS...
 struct OnEtcd {
   std::string address;
-  explicit OnEtcd(const std::string& prefix)
-      : address("etcd://" + OneMember::cluster->endpoint(0) + "/" + prefix) {}
+  explicit OnEtcd(const std::string& prefix) : address(zaris::test::address(prefix)) {}
   std::vector<std::string> with(std::vector<std::string> args) const {
     args.insert(args.begin(), {"-s", address});
     return args;
@@ -38,8 +29,9 @@ struct OnEtcd {
 // etcdctl ARGS... against the suite's member: its standard output, and
 // whether it exited 0.
 std::pair<bool, std::string> etcdctl(const std::string& args) {
-  const std::string command = "ETCDCTL_API=3 " ZARIS_ETCDCTL " --endpoints=" +
-                              OneMember::cluster->endpoint(0) + " " + args + " 2>&1";
+  const std::string command =
+      "ETCDCTL_API=3 " ZARIS_ETCDCTL " --endpoints=" + OneMember::cluster->endpoint(0) + " " +
+      args + " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   BOOST_REQUIRE(pipe != nullptr);
   std::string out;
@@ -79,7 +71,8 @@ BOOST_AUTO_TEST_CASE(put_and_get_reach_etcd_and_etcdctl_sees_them_under_the_pref
   BOOST_TEST(j["kvs"].size() == 1u);
   BOOST_TEST(j["kvs"][0]["key"] == "k");
   BOOST_TEST(j["kvs"][0]["value"] == "v 1");
-  BOOST_TEST(j["revision"].get<std::uint64_t>() >= j["kvs"][0]["mod_revision"].get<std::uint64_t>());
+  BOOST_TEST(j["revision"].get<std::uint64_t>() >=
+             j["kvs"][0]["mod_revision"].get<std::uint64_t>());
   BOOST_TEST(lines_of(e({"get", "", "--prefix", "--keys-only"}).out) ==
                  (std::vector<std::string>{"from-etcdctl", "k"}),
              boost::test_tools::per_element());
@@ -282,15 +275,19 @@ BOOST_AUTO_TEST_CASE(status_of_three_members_names_one_leader_and_a_stopped_memb
 
 BOOST_AUTO_TEST_CASE(commands_for_shared_memory_are_refused_on_etcd) {
   OnEtcd e("refused");
-  const std::vector<std::vector<std::string>> refused{
-      {"segment", "create"}, {"segment", "destroy"}, {"segment", "destroy", "--force"},
-      {"check"},             {"janitor"},            {"stats"},
-      {"metrics"},           {"top"}};
+  const std::vector<std::vector<std::string>> refused{{"segment", "create"},
+                                                      {"segment", "destroy"},
+                                                      {"segment", "destroy", "--force"},
+                                                      {"check"},
+                                                      {"janitor"},
+                                                      {"stats"},
+                                                      {"metrics"},
+                                                      {"top"}};
   for (const auto& args : refused) {
     auto o = e(args);
     expect_failure(o, args[0]);
-    expect_failure(o, "applies to a shared-memory segment, not to the etcd cluster at " +
-                          e.address);
+    expect_failure(o,
+                   "applies to a shared-memory segment, not to the etcd cluster at " + e.address);
   }
   BOOST_TEST(etcdctl("get refused --prefix --keys-only").second.empty());  // nothing written
 }
@@ -305,19 +302,19 @@ BOOST_AUTO_TEST_CASE(an_unreachable_endpoint_fails_within_the_call_deadline_nami
     auto o = run(all);
     const auto took = std::chrono::steady_clock::now() - start;
     expect_failure(o, endpoint);
-    BOOST_TEST((took < 6500ms), args[0] << " took "
-                                      << std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                                             .count()
-                                      << " ms");
+    BOOST_TEST((took < 6500ms),
+               args[0] << " took "
+                       << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                       << " ms");
   }
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_etcd_address_is_a_clear_error) {
-  for (const auto& [address, part] : std::vector<std::pair<std::string, std::string>>{
-           {"etcd://127.0.0.1", "port"},
-           {"etcd://127.0.0.1:0", "port"},
-           {"etcd://127.0.0.1:2379/", "prefix"},
-           {"etcd://", "endpoint"}}) {
+  for (const auto& [address, part] :
+       std::vector<std::pair<std::string, std::string>>{{"etcd://127.0.0.1", "port"},
+                                                        {"etcd://127.0.0.1:0", "port"},
+                                                        {"etcd://127.0.0.1:2379/", "prefix"},
+                                                        {"etcd://", "endpoint"}}) {
     auto o = run({"-s", address, "get", "k"});
     BOOST_TEST(o.status == 1, address);
     BOOST_TEST(o.err.find("zarisctl: ") == 0u, o.err);

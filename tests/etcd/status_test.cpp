@@ -5,6 +5,7 @@
 #include <chrono>
 #include <string>
 
+#include "backend_support.hpp"
 #include "etcd_cluster.hpp"
 #include "support.hpp"
 #include "zaris/zaris.hpp"
@@ -13,20 +14,11 @@ using namespace std::chrono_literals;
 using zaris::Client;
 using zaris::Errc;
 using zaris::test::closed_port;
-using zaris::test::EtcdCluster;
+using zaris::test::OneMember;
 
 namespace {
 
-struct OneMember {
-  OneMember() { cluster = new EtcdCluster(); }
-  ~OneMember() {
-    delete cluster;
-    cluster = nullptr;
-  }
-  static inline EtcdCluster* cluster = nullptr;
-};
-
-Client open(const std::string& address) {
+Client open_address(const std::string& address) {
   auto client = Client::open(address);
   BOOST_REQUIRE(client);
   return std::move(*client);
@@ -37,8 +29,8 @@ Client open(const std::string& address) {
 BOOST_AUTO_TEST_SUITE(status, *boost::unit_test::fixture<OneMember>())
 
 BOOST_AUTO_TEST_CASE(info_names_the_member_its_leadership_version_and_revision) {
-  const std::string address = "etcd://" + OneMember::cluster->endpoint(0) + "/status";
-  Client client = open(address);
+  const std::string address = zaris::test::address("status");
+  Client client = zaris::test::open("status");
   auto put = client.put("k", "v");
   BOOST_REQUIRE(put);
   auto info = client.info();
@@ -69,7 +61,8 @@ BOOST_AUTO_TEST_CASE(info_names_the_member_its_leadership_version_and_revision) 
 
 BOOST_AUTO_TEST_CASE(an_endpoint_that_does_not_answer_is_a_member_reported_unreachable) {
   const std::string closed = "127.0.0.1:" + std::to_string(closed_port());
-  Client client = open("etcd://" + closed + "," + OneMember::cluster->endpoint(0) + "/status");
+  Client client =
+      open_address("etcd://" + closed + "," + OneMember::cluster->endpoint(0) + "/status");
   const auto start = std::chrono::steady_clock::now();
   auto info = client.info();
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5500ms));
@@ -87,7 +80,7 @@ BOOST_AUTO_TEST_CASE(an_endpoint_that_does_not_answer_is_a_member_reported_unrea
 BOOST_AUTO_TEST_CASE(no_member_answering_is_unavailable_naming_every_endpoint) {
   const std::string first = "127.0.0.1:" + std::to_string(closed_port());
   const std::string second = "127.0.0.1:" + std::to_string(closed_port());
-  Client client = open("etcd://" + first + "," + second);
+  Client client = open_address("etcd://" + first + "," + second);
   const auto start = std::chrono::steady_clock::now();
   auto info = client.info();
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5500ms));
