@@ -110,8 +110,14 @@ grep -qx "activate-noawait ldconfig" <<< "$(dpkg-deb --ctrl-tarfile "${debs[0]}"
   fail "libzaris$soversion's ldconfig trigger"
 grep -qF "libzaris$soversion (= $version)" <<< "$(dpkg-deb -f "${debs[1]}" Depends)" ||
   fail "libzaris-dev's Depends"
-grep -qF "libzaris$soversion (= $version)" <<< "$(dpkg-deb -f "${debs[2]}" Depends)" ||
-  fail "zaris-tools' Depends"
+# zarisctl uses libzaris0.1, or, built with the etcd backend, the static
+# libzaris beside it and gRPC (docs/etcd.md: libzaris-etcd.so is a plan).
+tools_depends="$(dpkg-deb -f "${debs[2]}" Depends)"
+if readelf -d "$build/tools/zarisctl" | grep -q "NEEDED.*\[libgrpc++"; then
+  grep -qF "libgrpc++" <<< "$tools_depends" || fail "zaris-tools' Depends lacks libgrpc++"
+else
+  grep -qF "libzaris$soversion (= $version)" <<< "$tools_depends" || fail "zaris-tools' Depends"
+fi
 unpacked="$work/unpacked"
 for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$unpacked"; done
 grep -q "^ExecStart=/usr/bin/zarisctl " < "$unpacked/usr/lib/systemd/system/zaris-janitor@.service" ||

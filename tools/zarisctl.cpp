@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_status.hpp"
 #include "command_group.hpp"
 #include "metrics.hpp"
 #include "top.hpp"
@@ -337,6 +338,20 @@ zaris::ClientOptions client_options(const Globals& g) {
   return options;
 }
 
+// An etcd cluster's address rather than a segment's (docs/etcd.md).
+bool on_etcd(const Globals& g) {
+  return g.segment.starts_with("etcd://");
+}
+
+// Refuses (exit 1) a command that applies to a shared-memory segment only
+// when the address is an etcd cluster's; `instead` says what etcd offers.
+void shm_only(const Globals& g, std::string_view command, std::string_view instead) {
+  if (on_etcd(g))
+    throw Failure{
+        fmt::format("{} applies to a shared-memory segment, not to the etcd cluster at {}: {}",
+                    command, g.segment, instead)};
+}
+
 // Opens the segment; a missing one is an error naming it.
 zaris::Client open_segment(const Globals& g) {
   auto client = zaris::Client::open(g.segment, client_options(g));
@@ -421,6 +436,7 @@ std::uint32_t capacity_arg(const std::string& text, const char* what, std::uint3
 }
 
 void cmd_segment_create(const Globals& g, const CreateArgs& a) {
+  shm_only(g, "segment create", "etcd keeps its keys itself");
   zaris::SegmentOptions options;
   options.max_leases = capacity_arg(a.leases, "--leases", 1, 16'777'216);
   options.max_keys = capacity_arg(a.keys, "--keys", 1, 16'777'216);
@@ -450,6 +466,7 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
 // cannot be opened (from an earlier boot, never initialised, corrupt, its lock
 // unrecoverable) can always be removed.
 void cmd_segment_destroy(const Globals& g, bool force) {
+  shm_only(g, "segment destroy", "etcd keeps its keys itself (del --prefix \"\" deletes them)");
   if (!force) {
     auto client = zaris::Client::open(g.segment, client_options(g));
     if (!client && client.code() == zaris::Errc::not_found)
@@ -470,9 +487,25 @@ void cmd_segment_destroy(const Globals& g, bool force) {
 
 // ---------------------------------------------------------------- status, check
 
+// On etcd: the address, the revision, the leader and each member.
+void cmd_cluster_status(const Globals& g, const zaris::SegmentInfo& info) {
+  switch (g.format()) {
+    case Format::json_lines:
+      print_json(zarisctl::cluster_json(info));
+      return;
+    case Format::table:
+      print_table(zarisctl::cluster_header(), zarisctl::cluster_rows(info));
+      return;
+    case Format::simple:
+      for (const auto& line : zarisctl::cluster_lines(info)) write_raw(printable(line));
+      return;
+  }
+}
+
 void cmd_status(const Globals& g) {
   auto client = open_segment(g);
   auto info = must(client.info());
+  if (info.engine == "etcd") return cmd_cluster_status(g, info);
   json janitor = info.janitor_pid ? json(*info.janitor_pid) : json(nullptr);
   switch (g.format()) {
     case Format::json_lines: {
@@ -485,6 +518,7 @@ void cmd_status(const Globals& g) {
       out["processes"] = info.processes;
       out["janitor_pid"] = janitor;
       out["size_bytes"] = info.size_bytes;
+      out["engine"] = info.engine;  // "shm"; on etcd cluster_json() says "etcd"
       print_json(out);
       return;
     }
@@ -515,7 +549,11 @@ void cmd_status(const Globals& g) {
 
 // ---------------------------------------------------------------- stats, metrics
 
+// What etcd offers instead of a segment's counters.
+constexpr std::string_view kEtcdMetrics = "etcd serves its own at http://HOST:PORT/metrics";
+
 void cmd_stats(const Globals& g) {
+  shm_only(g, "stats", kEtcdMetrics);
   auto client = open_segment(g);
   const auto info = must(client.info());
   const auto metrics = zarisctl::metrics_of(info);
@@ -546,6 +584,7 @@ void cmd_stats(const Globals& g) {
 }
 
 void cmd_metrics(const Globals& g, bool serve, const std::string& listen) {
+  shm_only(g, "metrics", kEtcdMetrics);
   std::optional<zarisctl::ListenAddress> address;
   if (serve) {
     address = zarisctl::parse_listen_address(listen);
@@ -576,6 +615,7 @@ void cmd_metrics(const Globals& g, bool serve, const std::string& listen) {
 }
 
 int cmd_check(const Globals& g) {
+  shm_only(g, "check", "an etcd cluster checks itself (etcdctl endpoint health)");
   auto client = open_segment(g);
   auto violations = must(client.check());
   if (g.format() == Format::json_lines) {
@@ -594,6 +634,14 @@ void cmd_lease_grant(const Globals& g, const std::string& ttl_text) {
   auto ttl = duration_arg(ttl_text, "TTL");
   auto client = open_or_create(g);
   auto id = must(client.leases().grant(ttl));
+  if (on_etcd(g)) {
+    // etcd grants whole seconds, at least its minimum: show what it granted.
+    auto granted = client.leases().time_to_live(id);
+    if (!granted)
+      throw Failure{fmt::format("lease {} granted, but its TTL could not be read: {}",
+                                id.to_string(), granted.error().message)};
+    ttl = granted->granted_ttl;
+  }
   if (g.format() == Format::json_lines) {
     print_json({{"id", id.to_string()}, {"ttl_ms", ms_of(ttl)}});
   } else {
@@ -773,12 +821,15 @@ void cmd_get(const Globals& g, const std::string& key, bool prefix, bool keys_on
   if (prefix) {
     found = must(client.get_prefix(key, zaris::RangeOptions{keys_only, 0}));
   } else {
-    auto one = must(client.get(key));
-    found.revision = must(client.info()).revision;
-    if (one) {
-      if (keys_only) one->value.clear();
-      found.kvs.push_back(std::move(*one));
-    }
+    // One step, so that the revision is the one the key was read at.
+    zaris::Txn read;
+    read.success.push_back(zaris::TxnOp::get(key));
+    read.success.back().options.keys_only = keys_only;
+    auto done = must(client.txn(read));
+    found.revision = done.revision;
+    if (!done.results.empty()) found.kvs = std::move(done.results.front().kvs);
+    if (keys_only)
+      for (auto& kv : found.kvs) kv.value.clear();
   }
   switch (g.format()) {
     case Format::json_lines:
@@ -1457,6 +1508,7 @@ int cmd_elect(const Globals& g, const std::string& name, const std::string& prop
 // ---------------------------------------------------------------- janitor
 
 void cmd_janitor(const Globals& g) {
+  shm_only(g, "janitor", "etcd's leader ends expired leases itself");
   auto client = open_segment(g);
   auto janitor = must(zaris::Janitor::start(client));
   sigset_t set = StopSignal::stop_set();
@@ -1497,8 +1549,9 @@ int main(int argc, char** argv) {
   Globals g;
   g.segment = default_segment();
   app.add_option("-s,--segment", g.segment,
-                 "segment: a name in /dev/shm (NAME or shm:NAME), or a path if it "
-                 "contains '/' (default $ZARIS_SEGMENT, else zaris)");
+                 "segment: a name in /dev/shm (NAME or shm:NAME), a path if it contains "
+                 "'/', or an etcd cluster, etcd://HOST:PORT[,HOST:PORT...][/PREFIX] "
+                 "(default $ZARIS_SEGMENT, else zaris)");
   app.add_option("-w,--write-out", g.write_out, "output format: simple, json or table")
       ->check(CLI::IsMember({"simple", "json", "table"}));
   app.add_flag("--trust-other-writers", g.trust_other_writers,
@@ -1527,7 +1580,7 @@ int main(int argc, char** argv) {
   destroy_cmd->add_flag("--force", force, "destroy even while leases live");
   destroy_cmd->callback([&] { action = [&] { cmd_segment_destroy(g, force); }; });
 
-  app.add_subcommand("status", "summary of the segment")->callback([&] {
+  app.add_subcommand("status", "summary of the segment, or of the etcd cluster's members")->callback([&] {
     action = [&] { cmd_status(g); };
   });
   app.add_subcommand("check", "verify every invariant of the segment")->callback([&] {
@@ -1545,6 +1598,7 @@ int main(int argc, char** argv) {
     action = [&] {
       const auto every = duration_arg(top_refresh, "--refresh");
       if (every < 10ms || every > 1h) throw Usage{"--refresh must be between 10ms and 1h"};
+      shm_only(g, "top", kEtcdMetrics);
       auto client = open_segment(g);
       status = zarisctl::run_top(
           client, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(every)

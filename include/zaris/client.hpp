@@ -37,9 +37,31 @@ struct SegmentCounters {
   std::uint64_t watchers_compacted = 0;  // watch reads refused: their events were overwritten
 };
 
-// What a segment holds and how it is built; a consistent snapshot.
+// One member of an etcd cluster, as Client::info() found it: what the
+// member at one endpoint of the address answered to a status request
+// (docs/etcd.md, "Status"). Empty on shared memory.
+struct MemberInfo {
+  std::string endpoint;         // HOST:PORT, as the address writes it
+  bool reachable = false;       // it answered within the call deadline
+  std::string error;            // why not, when it did not answer
+  std::uint64_t id = 0;         // the member's id (etcd prints it in hex)
+  bool leader = false;          // it is the leader
+  std::uint64_t leader_id = 0;  // the leader it knows; 0: it knows none
+  std::string version;          // its etcd server version, e.g. "3.4.23"
+  std::uint64_t revision = 0;   // its store revision
+  std::uint64_t raft_term = 0;  // of the last entry it applied
+  std::uint64_t db_size_bytes = 0;  // its database file
+  std::vector<std::string> alarms;  // alarms raised on the cluster, e.g. "NOSPACE"
+};
+
+// What a segment holds and how it is built; a consistent snapshot. On etcd
+// (engine "etcd") `path` is the address, `revision` the highest a member
+// answered, `members` one entry per endpoint; the fields that describe a
+// segment (layout, sizes, counts, counters) stay 0 and `capacities` keeps
+// SegmentOptions' defaults, which mean nothing there.
 struct SegmentInfo {
-  std::string path;  // /dev/shm/NAME or the file path
+  std::string engine;  // "shm" (a shared-memory segment) or "etcd"
+  std::string path;    // /dev/shm/NAME or the file path; the etcd:// address
   std::uint32_t layout_version = 0;
   std::uint64_t size_bytes = 0;
   SegmentOptions capacities;
@@ -51,6 +73,7 @@ struct SegmentInfo {
   std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
   std::uint64_t max_txn_bytes = 0;          // keys and values one transaction branch may put
   SegmentCounters counters;
+  std::vector<MemberInfo> members;  // etcd: one per endpoint, in the address's order
 };
 
 // A segment is named by NAME (a POSIX shared-memory object, /dev/shm/NAME),

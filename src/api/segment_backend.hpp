@@ -54,7 +54,11 @@ class [[gnu::visibility("hidden")]] SegmentBackend final : public Client::Impl {
                                    std::chrono::nanoseconds timeout) override;
   Result<std::unique_ptr<Watcher::Impl>> watch(std::string_view key,
                                              const WatchOptions& options) override;
-  Result<SegmentInfo> info() override { return engine_.info(); }
+  Result<SegmentInfo> info() override {
+    auto info = engine_.info();
+    if (info) info->engine = "shm";
+    return info;
+  }
   Result<std::vector<std::string>> check() override { return engine_.check(); }
   engine::Engine* segment_engine() noexcept override { return &engine_; }
 

@@ -1,6 +1,7 @@
 #include "etcd/etcd_backend.hpp"
 
 #include "etcd/messages.hpp"
+#include "etcd/status.hpp"
 
 namespace zaris::etcd {
 
@@ -150,16 +151,7 @@ Result<void> EtcdBackend::txn(const Txn& txn, TxnResult& out) {
 }
 
 Result<SegmentInfo> EtcdBackend::info() {
-  pb::StatusRequest request;
-  pb::StatusResponse response;
-  const auto status = connection_->call([&](grpc::ClientContext* c) {
-    return connection_->maintenance().Status(c, request, &response);
-  });
-  if (!status.ok()) return connection_->error(status, "status");
-  SegmentInfo info;
-  info.path = address_;
-  info.revision = unsigned_of(response.header().revision());
-  return info;
+  return cluster_status(address_);
 }
 
 Result<std::vector<std::string>> EtcdBackend::check() {

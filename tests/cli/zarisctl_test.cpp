@@ -87,6 +87,7 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   BOOST_TEST(j["processes"] == 0);
   BOOST_TEST(j["janitor_pid"].is_null());
   BOOST_TEST(j["size_bytes"].get<std::uint64_t>() > 0u);
+  BOOST_TEST(j["engine"] == "shm");
   // The contract's order of fields.
   BOOST_TEST(status.out.find("{\"segment\":") == 0u);
   auto simple = s({"status"});

@@ -142,6 +142,21 @@ std::shared_ptr<grpc::Channel> EtcdCluster::channel(std::size_t member) const {
                                    arguments);
 }
 
+std::uint16_t closed_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(errno_text("choosing a closed port"));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const std::string failure = bound ? "" : errno_text("choosing a closed port");
+  ::close(fd);
+  if (!bound) throw std::runtime_error(failure);
+  return ntohs(address.sin_port);
+}
+
 // Binds 127.0.0.1:0 once per port needed and keeps every socket open until all
 // are chosen, so that the kernel gives distinct ports.
 void EtcdCluster::choose_ports() {

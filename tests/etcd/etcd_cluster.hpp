@@ -39,6 +39,10 @@ struct EtcdMemberStatus {
   std::string version;
 };
 
+// A loopback port nothing listens on: one the kernel chose free, closed at
+// once. Throws std::runtime_error if no socket can be bound.
+std::uint16_t closed_port();
+
 // Not thread-safe: one test drives it. The members are children of the thread
 // that starts them and are SIGKILLed by the kernel if that thread ends, so a
 // test that crashes or is killed leaves no etcd running (only its directory,
