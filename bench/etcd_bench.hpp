@@ -1,0 +1,46 @@
+// zaris-etcd-bench: each operation on both engines in one run (a segment in
+// /dev/shm, etcd over loopback), and the same RPCs made with bare gRPC stubs
+// beside zaris's etcd rows. See README.md here, "Both engines".
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "zaris/zaris.hpp"
+
+namespace zaris::bench {
+
+inline constexpr std::size_t kValueBytes = 64;
+
+// One engine as the benchmarks see it: a client and what they work on, made
+// before any benchmark runs and kept for the whole run.
+struct Engine {
+  std::string name;         // "shm" or "etcd": the first part of its rows' names
+  std::string address;      // what Client::open took
+  zaris::Client* client = nullptr;
+  zaris::LeaseId lease;     // a lease granted for the run (TTL 1 h)
+  std::string keys[2];      // two keys attached to it, 64-byte values
+};
+
+std::string describe(const char* what, const zaris::Error& error);
+
+// Skips the benchmark with `what` and the error if `result` failed.
+template <typename T>
+bool failed(benchmark::State& state, const zaris::Result<T>& result, const char* what) {
+  if (result.ok()) return false;
+  state.SkipWithError(describe(what, result.error()).c_str());
+  return true;
+}
+
+// Registers ENGINE/Operation for every operation (engine_rows.cpp).
+void register_engine_rows(Engine& engine);
+
+// The bare gRPC peers of etcd/PutWithLease and etcd/KeepAlive (grpc_peers.cpp),
+// on a channel of their own to the cluster at `address`, the key and lease
+// those rows use. Returns false, saying why on stderr, if it cannot be made.
+bool register_grpc_rows(const Engine& etcd);
+// Closes the peers' stream and channel (before the cluster stops).
+void close_grpc_peers();
+
+}  // namespace zaris::bench
