@@ -136,7 +136,7 @@ void watch_delivery(benchmark::State& state, Engine* engine) {
 
 }  // namespace
 
-void register_engine_rows(Engine& engine) {
+void register_rows(Engine& shm, Engine* etcd) {
   using Row = void (*)(benchmark::State&, Engine*);
   struct Named {
     const char* name;
@@ -149,11 +149,17 @@ void register_engine_rows(Engine& engine) {
       {"Txn", txn, false},                  {"LockUnlock", lock_unlock, false},
       {"WatchDelivery", watch_delivery, false},
   };
-  for (const Named& named : rows) {
+  auto add = [](Engine& engine, const Named& named) {
     const std::string name = engine.name + "/" + named.name;
     benchmark::RegisterBenchmark(name.c_str(), named.row, &engine)->UseRealTime();
     if (named.threaded)
       benchmark::RegisterBenchmark(name.c_str(), named.row, &engine)->UseRealTime()->Threads(8);
+  };
+  for (const Named& named : rows) {
+    add(shm, named);
+    if (etcd == nullptr) continue;
+    register_grpc_peer(named.name);
+    add(*etcd, named);
   }
 }
 

@@ -107,14 +107,11 @@ int run(int argc, char** argv) {
   std::optional<zaris::Client> shm_client, etcd_client;
   Engine shm{"shm", tag, nullptr, {}, {}};
   if (!prepare(shm, shm_client)) return 1;
-  register_engine_rows(shm);
   Engine etcd{"etcd", uri ? *uri + (uri->find('/', 7) == std::string::npos ? "/" + tag : "") : "",
               nullptr, {}, {}};
   int status = 0;
-  if (uri) {
-    if (prepare(etcd, etcd_client) && register_grpc_rows(etcd)) register_engine_rows(etcd);
-    else status = 1;
-  }
+  if (uri && !(prepare(etcd, etcd_client) && open_grpc_peers(etcd))) status = 1;
+  register_rows(shm, uri ? &etcd : nullptr);
   if (status == 0) benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 

@@ -6,6 +6,7 @@
 #include <benchmark/benchmark.h>
 
 #include <string>
+#include <string_view>
 
 #include "zaris/zaris.hpp"
 
@@ -33,13 +34,18 @@ bool failed(benchmark::State& state, const zaris::Result<T>& result, const char*
   return true;
 }
 
-// Registers ENGINE/Operation for every operation (engine_rows.cpp).
-void register_engine_rows(Engine& engine);
+// Registers ENGINE/Operation for every operation (engine_rows.cpp), the shm
+// row, the bare gRPC peer (if any) and the etcd row of each one after
+// another, so that a row and its peer run close together in time.
+void register_rows(Engine& shm, Engine* etcd);
 
-// The bare gRPC peers of etcd/PutWithLease and etcd/KeepAlive (grpc_peers.cpp),
-// on a channel of their own to the cluster at `address`, the key and lease
+// The bare gRPC peers of etcd/PutWithLease and etcd/KeepAlive (grpc_peers.cpp)
+// on a channel of their own to the cluster of `etcd`, with the key and lease
 // those rows use. Returns false, saying why on stderr, if it cannot be made.
-bool register_grpc_rows(const Engine& etcd);
+bool open_grpc_peers(const Engine& etcd);
+// Registers the peer of `operation` (grpc/Put for PutWithLease, grpc/KeepAlive
+// for KeepAlive), if it has one.
+void register_grpc_peer(std::string_view operation);
 // Closes the peers' stream and channel (before the cluster stops).
 void close_grpc_peers();
 

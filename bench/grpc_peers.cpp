@@ -77,7 +77,7 @@ void raw_keep_alive(benchmark::State& state) {
 
 }  // namespace
 
-bool register_grpc_rows(const Engine& etcd) {
+bool open_grpc_peers(const Engine& etcd) {
   auto address = etcd::parse_address(etcd.address);
   if (!address) {
     std::fprintf(stderr, "zaris-etcd-bench: %s\n", describe("address", address.error()).c_str());
@@ -102,10 +102,13 @@ bool register_grpc_rows(const Engine& etcd) {
   peers->stream_context.AddMetadata("hasleader", "true");
   peers->stream = peers->connection->lease().LeaseKeepAlive(&peers->stream_context);
   g_peers = std::move(peers);
-
-  benchmark::RegisterBenchmark("grpc/Put", raw_put)->UseRealTime();
-  benchmark::RegisterBenchmark("grpc/KeepAlive", raw_keep_alive)->UseRealTime();
   return true;
+}
+
+void register_grpc_peer(std::string_view operation) {
+  if (operation == "PutWithLease") benchmark::RegisterBenchmark("grpc/Put", raw_put)->UseRealTime();
+  if (operation == "KeepAlive")
+    benchmark::RegisterBenchmark("grpc/KeepAlive", raw_keep_alive)->UseRealTime();
 }
 
 void close_grpc_peers() {
