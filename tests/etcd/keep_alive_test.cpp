@@ -1,0 +1,76 @@
+// The etcd backend's one keep-alive stream, whose callers read the replies
+// themselves (src/etcd/keep_alive_stream.hpp): a read that outlives its
+// caller's deadline is cancelled, and callers on one lease or many share the
+// reading. Each test runs a member of its own.
+#include <signal.h>
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "etcd_cluster.hpp"
+#include "zaris/zaris.hpp"
+
+using namespace std::chrono_literals;
+using zaris::Client;
+using zaris::Errc;
+using zaris::test::EtcdCluster;
+
+BOOST_AUTO_TEST_SUITE(keep_alive_stream)
+
+BOOST_AUTO_TEST_CASE(a_renewal_from_a_stopped_member_is_unavailable_at_its_deadline_then_renews) {
+  EtcdCluster own;
+  auto client = Client::open("etcd://" + own.endpoint(0) + "/stopped");
+  BOOST_REQUIRE(client);
+  auto lease = client->leases().grant(30s);
+  BOOST_REQUIRE(lease);
+  BOOST_REQUIRE(client->leases().keep_alive(*lease));  // the stream is open
+
+  // The member takes the request and never answers: the caller is blocked in
+  // its read of the stream, and only the watchdog can end it.
+  BOOST_REQUIRE_EQUAL(::kill(own.pid(0), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto renewed = client->leases().keep_alive(*lease);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ::kill(own.pid(0), SIGCONT);
+  BOOST_CHECK(renewed.code() == Errc::unavailable);
+  BOOST_CHECK(waited >= 4900ms);  // kCallTimeout, 5 s
+  BOOST_CHECK(waited < 8s);
+
+  // The cancelled stream is replaced by the next call.
+  auto again = client->leases().keep_alive(*lease);
+  BOOST_CHECK_MESSAGE(again && *again == 30s, (again ? "" : again.error().message));
+}
+
+BOOST_AUTO_TEST_CASE(four_threads_renewing_one_lease_and_four_renewing_their_own_all_succeed) {
+  EtcdCluster own;
+  auto client = Client::open("etcd://" + own.endpoint(0) + "/threads");
+  BOOST_REQUIRE(client);
+  auto shared = client->leases().grant(20s);
+  BOOST_REQUIRE(shared);
+  std::vector<zaris::LeaseId> leases(4, *shared);
+  for (int i = 0; i < 4; ++i) {
+    auto own_lease = client->leases().grant(10s);
+    BOOST_REQUIRE(own_lease);
+    leases.push_back(*own_lease);
+  }
+  std::atomic<int> renewed{0};
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (zaris::LeaseId lease : leases) {
+    threads.emplace_back([&, lease] {
+      const auto ttl = lease == *shared ? 20s : 10s;
+      for (int i = 0; i < 50; ++i) {
+        auto answer = client->leases().keep_alive(lease);
+        (answer && *answer == ttl ? renewed : wrong).fetch_add(1);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  BOOST_CHECK_EQUAL(renewed.load(), 400);
+  BOOST_CHECK_EQUAL(wrong.load(), 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
