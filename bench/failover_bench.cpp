@@ -116,27 +116,35 @@ struct Mechanism {
   std::chrono::seconds give_up = 10s;  // from the kill to the waiter holding the lock
 };
 
+// In a child: says which step failed and why, and gives its exit code.
+int failed_step(int code, const char* step, const zaris::Error& error) {
+  std::fprintf(stderr, "zaris-failover-bench: %s: %s: %s\n", step,
+               std::string(zaris::errc_name(error.code)).c_str(), error.message.c_str());
+  return code;
+}
+
 // A zaris Mutex at `segment` (a segment or an etcd address), sessions of `ttl`.
 Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
                           std::chrono::seconds ttl = 10s) {
   auto hold = [segment, ttl] {
     auto client = zaris::Client::open(segment);
-    if (!client) return 1;
+    if (!client) return failed_step(1, "holder: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
-    if (!session) return 2;
+    if (!session) return failed_step(2, "holder: session", session.error());
     zaris::Mutex mutex(**session, "failover");
-    if (!mutex.lock(10s)) return 3;
+    if (auto locked = mutex.lock(10s); !locked) return failed_step(3, "holder: lock", locked.error());
     g_shared->holder_ready.store(1);
     for (;;) ::pause();
   };
   auto wait = [segment, ttl] {
     auto client = zaris::Client::open(segment);
-    if (!client) return 1;
+    if (!client) return failed_step(1, "waiter: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
-    if (!session) return 2;
+    if (!session) return failed_step(2, "waiter: session", session.error());
     zaris::Mutex mutex(**session, "failover");
     g_shared->waiter_started.store(1);
-    if (!mutex.lock(30s + 2 * ttl)) return 3;
+    if (auto locked = mutex.lock(30s + 2 * ttl); !locked)
+      return failed_step(3, "waiter: lock", locked.error());
     g_shared->acquired_at.store(now_ns());
     (void)mutex.unlock();
     return 0;
@@ -145,11 +153,11 @@ Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
   auto queued = [segment] {
     pid_t looker = spawn([segment] {
       auto client = zaris::Client::open(segment);
-      if (!client) return 1;
+      if (!client) return failed_step(1, "look: open", client.error());
       auto give_up = std::chrono::steady_clock::now() + 10s;
       while (std::chrono::steady_clock::now() < give_up) {
         auto queue = client->get_prefix("failover/");
-        if (!queue) return 4;
+        if (!queue) return failed_step(4, "look: range", queue.error());
         if (queue->kvs.size() >= 2) return 0;
         std::this_thread::sleep_for(50us);
       }
