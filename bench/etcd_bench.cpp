@@ -26,11 +26,6 @@
 
 namespace zaris::bench {
 
-std::string describe(const char* what, const zaris::Error& error) {
-  return std::string(what) + ": " + std::string(zaris::errc_name(error.code)) + ": " +
-         error.message;
-}
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -69,8 +64,10 @@ std::optional<std::string> take_uri(int& argc, char** argv, bool& bad) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--uri") == 0) {
-      if (i + 1 == argc) bad = true;
-      else uri = argv[++i];
+      if (i + 1 == argc)
+        bad = true;
+      else
+        uri = argv[++i];
     } else if (std::strncmp(argv[i], "--uri=", 6) == 0) {
       uri = argv[i] + 6;
     } else {
@@ -85,18 +82,22 @@ int run(int argc, char** argv) {
   bool bad = false;
   std::optional<std::string> uri = take_uri(argc, argv, bad);
   if (bad || (uri && uri->rfind("etcd://", 0) != 0)) {
-    std::fprintf(stderr, "zaris-etcd-bench: --uri takes an etcd://HOST:PORT[,...][/PREFIX] address\n");
+    std::fprintf(stderr,
+                 "zaris-etcd-bench: --uri takes an etcd://HOST:PORT[,...][/PREFIX] address\n");
     return 2;
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
 
-  const std::string tag = "zaris-etcd-bench-" + std::to_string(::getpid());
+  // zaris-bench-*: what scripts/test.sh sweeps from /dev/shm after a killed run.
+  const std::string tag = "zaris-bench-etcd-" + std::to_string(::getpid());
   std::unique_ptr<test::EtcdCluster> cluster;
   if (!uri) {
     if (::access(ZARIS_ETCD_SERVER, X_OK) != 0) {
-      std::fprintf(stderr, "zaris-etcd-bench: no etcd server at %s: the etcd and grpc rows are "
-                           "left out (use --uri for a running cluster)\n", ZARIS_ETCD_SERVER);
+      std::fprintf(stderr,
+                   "zaris-etcd-bench: no etcd server at %s: the etcd and grpc rows are "
+                   "left out (use --uri for a running cluster)\n",
+                   ZARIS_ETCD_SERVER);
     } else {
       cluster = std::make_unique<test::EtcdCluster>();
       uri = "etcd://" + cluster->endpoint(0);
@@ -107,8 +108,11 @@ int run(int argc, char** argv) {
   std::optional<zaris::Client> shm_client, etcd_client;
   Engine shm{"shm", tag, nullptr, {}, {}};
   if (!prepare(shm, shm_client)) return 1;
-  Engine etcd{"etcd", uri ? *uri + (uri->find('/', 7) == std::string::npos ? "/" + tag : "") : "",
-              nullptr, {}, {}};
+  Engine etcd{"etcd",
+              uri ? *uri + (uri->find('/', 7) == std::string::npos ? "/" + tag : "") : "",
+              nullptr,
+              {},
+              {}};
   int status = 0;
   if (uri && !(prepare(etcd, etcd_client) && open_grpc_peers(etcd))) status = 1;
   register_rows(shm, uri ? &etcd : nullptr);

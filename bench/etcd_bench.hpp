@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "rows.hpp"
 #include "zaris/zaris.hpp"
 
 namespace zaris::bench {
@@ -17,22 +18,12 @@ inline constexpr std::size_t kValueBytes = 64;
 // One engine as the benchmarks see it: a client and what they work on, made
 // before any benchmark runs and kept for the whole run.
 struct Engine {
-  std::string name;         // "shm" or "etcd": the first part of its rows' names
-  std::string address;      // what Client::open took
+  std::string name;     // "shm" or "etcd": the first part of its rows' names
+  std::string address;  // what Client::open took
   zaris::Client* client = nullptr;
-  zaris::LeaseId lease;     // a lease granted for the run (TTL 1 h)
-  std::string keys[2];      // two keys attached to it, 64-byte values
+  zaris::LeaseId lease;  // a lease granted for the run (TTL 1 h)
+  std::string keys[2];   // two keys attached to it, 64-byte values
 };
-
-std::string describe(const char* what, const zaris::Error& error);
-
-// Skips the benchmark with `what` and the error if `result` failed.
-template <typename T>
-bool failed(benchmark::State& state, const zaris::Result<T>& result, const char* what) {
-  if (result.ok()) return false;
-  state.SkipWithError(describe(what, result.error()).c_str());
-  return true;
-}
 
 // Registers ENGINE/Operation for every operation (engine_rows.cpp), the shm
 // row, the bare gRPC peer (if any) and the etcd row of each one after

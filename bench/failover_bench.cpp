@@ -132,7 +132,8 @@ Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
     if (!session) return failed_step(2, "holder: session", session.error());
     zaris::Mutex mutex(**session, "failover");
-    if (auto locked = mutex.lock(10s); !locked) return failed_step(3, "holder: lock", locked.error());
+    if (auto locked = mutex.lock(10s); !locked)
+      return failed_step(3, "holder: lock", locked.error());
     g_shared->holder_ready.store(1);
     for (;;) ::pause();
   };
@@ -199,8 +200,10 @@ Mechanism robust_mechanism() {
     g_shared->waiter_started.store(1);
     int rc = pthread_mutex_lock(&g_shared->robust);
     g_shared->acquired_at.store(now_ns());
-    if (rc == EOWNERDEAD) pthread_mutex_consistent(&g_shared->robust);
-    else if (rc != 0) return 1;
+    if (rc == EOWNERDEAD)
+      pthread_mutex_consistent(&g_shared->robust);
+    else if (rc != 0)
+      return 1;
     pthread_mutex_unlock(&g_shared->robust);
     return 0;
   };
@@ -320,8 +323,8 @@ int main(int argc, char** argv) {
   if (!uri.empty() && uri.rfind("etcd://", 0) != 0)
     die("--uri takes an etcd://HOST:PORT[,...][/PREFIX] address");
 
-  void* map = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
+  void* map =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (map == MAP_FAILED) die("mmap failed");
   g_shared = new (map) Shared{};
   init_robust(g_shared->robust);
@@ -333,7 +336,8 @@ int main(int argc, char** argv) {
     mechanisms = shm_mechanisms(cleanup);
   } else {
     // Under a prefix of its own unless the address names one.
-    if (uri.find('/', 7) == std::string::npos) uri += "/zaris-failover-" + std::to_string(::getpid());
+    if (uri.find('/', 7) == std::string::npos)
+      uri += "/zaris-failover-" + std::to_string(::getpid());
     mechanisms.push_back(zaris_mechanism("zaris_etcd", uri, ttl));
   }
   for (int t = 0; t < trials; ++t)
@@ -358,8 +362,8 @@ int main(int argc, char** argv) {
   if (!uri.empty()) {
     // etcd expires a lease up to 500 ms late (its expiry loop): the budget.
     const double budget_us = static_cast<double>(ttl_seconds) * 1e6 + 600'000.0;
-    const double worst = *std::max_element(mechanisms[0].samples_us.begin(),
-                                           mechanisms[0].samples_us.end());
+    const double worst =
+        *std::max_element(mechanisms[0].samples_us.begin(), mechanisms[0].samples_us.end());
     std::printf("session TTL %d s: budget TTL + 600 ms = %.1f us; worst trial %.1f us: %s\n",
                 ttl_seconds, budget_us, worst, worst <= budget_us ? "within" : "OVER");
     char entry[160];

@@ -2,9 +2,9 @@
 // the generated stubs alone, no zaris code around the call. They take a
 // channel of their own made as the backend makes its channel
 // (etcd::Connection::open: the same arguments, a connection of its own) and
-// call its generated stubs directly; each call carries what the backend's calls carry: a 5 s deadline,
-// wait_for_ready, etcd's "hasleader" metadata. So the ratio of a zaris row to
-// its peer is what the backend adds to etcd itself.
+// call its generated stubs directly; each call carries what the backend's calls carry: a 5 s
+// deadline, wait_for_ready, etcd's "hasleader" metadata. So the ratio of a zaris row to its peer is
+// what the backend adds to etcd itself.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -95,8 +95,7 @@ bool open_grpc_peers(const Engine& etcd) {
   // As the backend opens its stream: once the channel is connected.
   if (!peers->connection->channel().WaitForConnected(std::chrono::system_clock::now() +
                                                      etcd::kCallTimeout)) {
-    std::fprintf(stderr, "zaris-etcd-bench: no etcd member answered at %s\n",
-                 etcd.address.c_str());
+    std::fprintf(stderr, "zaris-etcd-bench: no etcd member answered at %s\n", etcd.address.c_str());
     return false;
   }
   peers->stream_context.AddMetadata("hasleader", "true");

@@ -71,11 +71,15 @@ void KeepAliveStream::watch_reads() noexcept {
   while (!stopping_) {
     watchdog_until_ = Clock::time_point::max();
     if (live_ != nullptr && live_->reading) {
-      if (Clock::now() >= live_->read_deadline) live_->context.TryCancel();
-      else watchdog_until_ = live_->read_deadline;
+      if (Clock::now() >= live_->read_deadline)
+        live_->context.TryCancel();
+      else
+        watchdog_until_ = live_->read_deadline;
     }
-    if (watchdog_until_ == Clock::time_point::max()) watchdog_wake_.wait(lock);
-    else watchdog_wake_.wait_until(lock, watchdog_until_);
+    if (watchdog_until_ == Clock::time_point::max())
+      watchdog_wake_.wait(lock);
+    else
+      watchdog_wake_.wait_until(lock, watchdog_until_);
   }
 }
 
@@ -195,8 +199,8 @@ Result<std::chrono::nanoseconds> KeepAliveStream::keep_alive(std::int64_t id) {
     Outcome outcome = attempt(waiter, steady_deadline, deadline, fresh, failure);
     if (outcome == Outcome::answered) {
       if (waiter.ttl_seconds <= 0)
-        return Error{Errc::lease_lost, "lease " + LeaseId(static_cast<std::uint64_t>(id)).to_string() +
-                                           " has ended"};
+        return Error{Errc::lease_lost,
+                     "lease " + LeaseId(static_cast<std::uint64_t>(id)).to_string() + " has ended"};
       return std::chrono::nanoseconds(std::chrono::seconds(waiter.ttl_seconds));
     }
     // A stream that had ended unseen (its member restarted while nobody

@@ -42,8 +42,8 @@ class KeepAliveStream {
                                              etcdserverpb::LeaseKeepAliveResponse>>
         rpc;
     // REQUIRES: mutex_ for the three below.
-    bool ended = false;    // a read saw its end: no read on it ever blocks again
-    bool reading = false;  // a caller is in Read on it
+    bool ended = false;               // a read saw its end: no read on it ever blocks again
+    bool reading = false;             // a caller is in Read on it
     Clock::time_point read_deadline;  // while reading: when the watchdog cancels it
   };
   struct Waiter {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,23 +19,39 @@ using zaris::Client;
 using zaris::Errc;
 using zaris::test::EtcdCluster;
 
+namespace {
+
+Client open_client(const EtcdCluster& cluster, const std::string& prefix) {
+  auto client = Client::open("etcd://" + cluster.endpoint(0) + "/" + prefix);
+  BOOST_REQUIRE(client);
+  return std::move(*client);
+}
+
+// A member of the test's own, and a client of it.
+struct OwnMember {
+  EtcdCluster cluster;
+  Client client;
+  explicit OwnMember(const std::string& prefix) : client(open_client(cluster, prefix)) {}
+};
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(keep_alive_stream)
 
 BOOST_AUTO_TEST_CASE(a_renewal_from_a_stopped_member_is_unavailable_at_its_deadline_then_renews) {
-  EtcdCluster own;
-  auto client = Client::open("etcd://" + own.endpoint(0) + "/stopped");
-  BOOST_REQUIRE(client);
+  OwnMember own("stopped");
+  Client* client = &own.client;
   auto lease = client->leases().grant(30s);
   BOOST_REQUIRE(lease);
   BOOST_REQUIRE(client->leases().keep_alive(*lease));  // the stream is open
 
   // The member takes the request and never answers: the caller is blocked in
   // its read of the stream, and only the watchdog can end it.
-  BOOST_REQUIRE_EQUAL(::kill(own.pid(0), SIGSTOP), 0);
+  BOOST_REQUIRE_EQUAL(::kill(own.cluster.pid(0), SIGSTOP), 0);
   const auto start = std::chrono::steady_clock::now();
   auto renewed = client->leases().keep_alive(*lease);
   const auto waited = std::chrono::steady_clock::now() - start;
-  ::kill(own.pid(0), SIGCONT);
+  ::kill(own.cluster.pid(0), SIGCONT);
   BOOST_CHECK(renewed.code() == Errc::unavailable);
   BOOST_CHECK(waited >= 4900ms);  // kCallTimeout, 5 s
   BOOST_CHECK(waited < 8s);
@@ -45,9 +62,8 @@ BOOST_AUTO_TEST_CASE(a_renewal_from_a_stopped_member_is_unavailable_at_its_deadl
 }
 
 BOOST_AUTO_TEST_CASE(four_threads_renewing_one_lease_and_four_renewing_their_own_all_succeed) {
-  EtcdCluster own;
-  auto client = Client::open("etcd://" + own.endpoint(0) + "/threads");
-  BOOST_REQUIRE(client);
+  OwnMember own("threads");
+  Client* client = &own.client;
   auto shared = client->leases().grant(20s);
   BOOST_REQUIRE(shared);
   std::vector<zaris::LeaseId> leases(4, *shared);
