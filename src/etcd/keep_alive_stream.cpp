@@ -21,14 +21,33 @@ void KeepAliveStream::close(Stream& stream) noexcept {
   stream.context.TryCancel();
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return !stream.reading; });
-  const bool ended = stream.ended;
-  lock.unlock();
-  etcdserverpb::LeaseKeepAliveResponse late;
-  if (!ended)
+  if (!stream.ended) {
+    // Read to its end here, no caller beside: it is cancelled, so promptly.
+    stream.reading = true;
+    lock.unlock();
+    etcdserverpb::LeaseKeepAliveResponse late;
     while (stream.rpc->Read(&late)) {
     }
+    lock.lock();
+    stream.reading = false;
+    end_locked(stream);
+  }
+  lock.unlock();
   // Every reply read: Finish answers at once.
   (void)stream.rpc->Finish();
+}
+
+void KeepAliveStream::end_locked(Stream& stream) noexcept {
+  stream.ended = true;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if ((*it)->stream != &stream) {
+      ++it;
+      continue;
+    }
+    (*it)->broken = true;
+    it = waiters_.erase(it);
+  }
+  changed_.notify_all();
 }
 
 void KeepAliveStream::cancel_live_locked() noexcept {
@@ -117,15 +136,7 @@ KeepAliveStream::Outcome KeepAliveStream::await(Waiter& waiter, Clock::time_poin
       if (read) {
         deliver(stream, reply);
       } else {
-        stream->ended = true;
-        for (auto it = waiters_.begin(); it != waiters_.end();) {
-          if ((*it)->stream != stream) {
-            ++it;
-            continue;
-          }
-          (*it)->broken = true;
-          it = waiters_.erase(it);
-        }
+        end_locked(*stream);
       }
       // Answered callers return; another takes over the reading.
       changed_.notify_all();
@@ -134,8 +145,9 @@ KeepAliveStream::Outcome KeepAliveStream::await(Waiter& waiter, Clock::time_poin
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && !waiter.answered &&
         !waiter.broken) {
       waiters_.remove(&waiter);
-      // Its answer may still come: it must not reach a later caller.
-      cancel_live_locked();
+      // Its answer may still come: it must not reach a later caller. (The
+      // stream lives while a waiter on it is not broken.)
+      stream->context.TryCancel();
       return Outcome::timed_out;
     }
   }

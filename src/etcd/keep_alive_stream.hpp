@@ -70,9 +70,13 @@ class KeepAliveStream {
   void deliver(const Stream* stream, const etcdserverpb::LeaseKeepAliveResponse& reply);
   // Cancels reads that outlive their deadline, until the destructor stops it.
   void watch_reads() noexcept;
-  // Cancels it, waits for its reader to leave, reads it to its end, finishes
-  // it. REQUIRES: write_mutex_ held (nobody writes on it), mutex_ not held.
+  // Cancels it, waits for its reader to leave, reads it to its end, ends it
+  // and finishes it. REQUIRES: write_mutex_ held (nobody writes on it),
+  // mutex_ not held.
   void close(Stream& stream) noexcept;
+  // Marks it ended and fails its waiters, who return without touching it
+  // again: it may then be destroyed. REQUIRES: mutex_.
+  void end_locked(Stream& stream) noexcept;
   // Cancels the live stream, if any: a blocked write or read returns, its late
   // answers die with it, and the next call opens another. REQUIRES: mutex_.
   void cancel_live_locked() noexcept;

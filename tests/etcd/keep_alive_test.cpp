@@ -89,4 +89,49 @@ BOOST_AUTO_TEST_CASE(four_threads_renewing_one_lease_and_four_renewing_their_own
   BOOST_CHECK_EQUAL(wrong.load(), 0);
 }
 
+// Waits up to 20 s for `condition`, looking every millisecond.
+template <typename Condition>
+bool eventually(Condition&& condition) {
+  const auto give_up = std::chrono::steady_clock::now() + 20s;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+BOOST_AUTO_TEST_CASE(callers_renewing_through_a_member_restart_are_answered_or_unavailable) {
+  OwnMember own("restart");
+  auto lease = own.client.leases().grant(30s);
+  BOOST_REQUIRE(lease);
+  std::atomic<bool> stop{false};
+  std::atomic<int> renewed{0};
+  std::atomic<int> unavailable{0};
+  std::atomic<int> other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      while (!stop.load()) {
+        auto answer = own.client.leases().keep_alive(*lease);
+        if (answer && *answer == 30s)
+          renewed.fetch_add(1);
+        else if (answer.code() == Errc::unavailable)
+          unavailable.fetch_add(1);
+        else
+          other.fetch_add(1);
+      }
+    });
+  }
+  // Streams open and busy, then cut under the callers' feet.
+  BOOST_CHECK(eventually([&] { return renewed.load() >= 40; }));
+  own.cluster.kill(0);
+  own.cluster.restart(0);
+  const int before = renewed.load();
+  BOOST_CHECK(eventually([&] { return renewed.load() >= before + 40; }));
+  stop.store(true);
+  for (auto& thread : threads) thread.join();
+  BOOST_CHECK_EQUAL(other.load(), 0);
+  BOOST_TEST_MESSAGE("renewed " << renewed.load() << ", unavailable " << unavailable.load());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
