@@ -23,9 +23,17 @@ struct SessionOptions {
   std::function<void()> on_lost;
 };
 
-// Renews its lease every TTL/3 from a thread of its own. The first renewal
-// that fails (the lease expired or was revoked behind its back) marks it lost
-// at once: lost() turns true and on_lost runs. A lost session stays lost.
+// Its lease is bound to this process where the engine can (shared memory:
+// the lease ends the moment the process dies); on etcd, which cannot, it ends
+// by its TTL alone.
+//
+// Renews its lease every TTL/3 from a thread of its own. A renewal that finds
+// the lease ended (expired or revoked behind its back) marks it lost at once:
+// lost() turns true and on_lost runs. A renewal that fails otherwise (no
+// member of a cluster answered) is tried again within 200 ms, and marks the
+// session lost only once the lease can no longer be alive: its last
+// successful renewal plus the TTL granted then has passed. A lost session
+// stays lost.
 //
 // fork(): the child gets a copy of this object but not its thread. In the
 // child the copy does nothing: close() and the destructor neither join a

@@ -22,6 +22,7 @@ enum class DeleteReason : std::uint8_t {
   revoked = 2,     // its lease was revoked
   expired = 3,     // its lease expired
   owner_died = 4,  // its lease's owner process died
+  unknown = 5,     // the engine does not say why (etcd: every DELETE)
 };
 
 std::string_view event_type_name(EventType type) noexcept;          // "PUT", "DELETE"

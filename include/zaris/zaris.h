@@ -246,7 +246,8 @@ enum zaris_delete_reason {
   ZARIS_REASON_DELETED = 1,
   ZARIS_REASON_REVOKED = 2,
   ZARIS_REASON_EXPIRED = 3,
-  ZARIS_REASON_OWNER_DIED = 4
+  ZARIS_REASON_OWNER_DIED = 4,
+  ZARIS_REASON_UNKNOWN = 5 /* the engine does not say why (etcd) */
 };
 
 typedef struct zaris_event {

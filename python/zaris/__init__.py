@@ -316,7 +316,8 @@ Event = namedtuple("Event", "type reason revision kv")  # type: "PUT" or "DELETE
 LeaseInfo = namedtuple("LeaseInfo", "id granted_ttl remaining bound_to_process owner_pid key_count")
 SegmentInfo = namedtuple("SegmentInfo", "layout_version size_bytes capacities revision leases_used "
                                         "keys_used recoveries processes janitor_pid max_txn_bytes")
-_REASONS = {0: None, 1: "deleted", 2: "revoked", 3: "expired", 4: "owner_died"}
+_REASONS = {0: None, 1: "deleted", 2: "revoked", 3: "expired", 4: "owner_died",
+            5: "unknown"}
 
 
 def _kv(kv):

@@ -67,6 +67,14 @@ class [[gnu::visibility("hidden")]] Client::Impl {
   virtual Result<std::unique_ptr<Watcher::Impl>> watch(std::string_view key,
                                                       const WatchOptions& options) = 0;
   virtual Result<SegmentInfo> info() = 0;
+  // The revision now, as a read at this moment would see it: where a watch
+  // "from now" starts. info()'s by default; an engine where info() costs more
+  // than a read answers it itself.
+  virtual Result<std::uint64_t> revision() {
+    auto now = info();
+    if (!now) return std::move(now).error();
+    return now->revision;
+  }
   virtual Result<std::vector<std::string>> check() = 0;
 
   // The shared-memory engine behind this client, for the janitor; null on

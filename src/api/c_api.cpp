@@ -33,6 +33,7 @@ ZARIS_SAME_CODE(UNAVAILABLE, unavailable);
 #undef ZARIS_SAME_CODE
 static_assert(ZARIS_EVENT_DELETE == static_cast<int>(zaris::EventType::del));
 static_assert(ZARIS_REASON_OWNER_DIED == static_cast<int>(zaris::DeleteReason::owner_died));
+static_assert(ZARIS_REASON_UNKNOWN == static_cast<int>(zaris::DeleteReason::unknown));
 
 // The last of them: zaris_errc_name knows every code up to it.
 constexpr zaris::Errc kLastCode = zaris::Errc::unavailable;

@@ -198,9 +198,9 @@ Result<Watcher> Client::watch(std::string_view key, const WatchOptions& options)
   WatchOptions from = options;
   if (from.start_revision == 0) {
     // "From now": whatever comes after the revision current at this call.
-    auto info = impl_->info();
-    if (!info) return std::move(info).error();
-    from.start_revision = info->revision + 1;
+    auto now = impl_->revision();
+    if (!now) return std::move(now).error();
+    from.start_revision = *now + 1;
   }
   auto watching = impl_->watch(key, from);
   if (!watching) return std::move(watching).error();
@@ -242,6 +242,8 @@ std::string_view delete_reason_name(DeleteReason reason) noexcept {
       return "expired";
     case DeleteReason::owner_died:
       return "owner_died";
+    case DeleteReason::unknown:
+      return "unknown";
   }
   return "unknown";
 }

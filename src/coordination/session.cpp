@@ -2,10 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace zaris {
 
 Result<std::unique_ptr<Session>> Session::create(Client& client, SessionOptions options) {
   auto lease = client.leases().grant(options.ttl, GrantOptions::bound());
+  // An engine that cannot bind a lease to its process (etcd) ends it by TTL.
+  if (lease.code() == Errc::unsupported) lease = client.leases().grant(options.ttl);
   if (!lease) return std::move(lease).error();
   return std::unique_ptr<Session>(new Session(client, *lease, std::move(options)));
 }
@@ -25,20 +29,34 @@ void Session::mark_lost() {
 }
 
 void Session::renew_loop() {
+  using Steady = std::chrono::steady_clock;
   const auto period = options_.ttl / 3;
+  const auto retry = std::min<std::chrono::nanoseconds>(period, std::chrono::milliseconds(200));
+  // The lease lives at least until then: granted (just now) with the TTL.
+  auto alive_until = Steady::now() + options_.ttl;
+  auto wait = period;
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    if (wake_.wait_for(lock, period, [this] { return stopping_; })) break;
+    if (wake_.wait_for(lock, wait, [this] { return stopping_; })) break;
     lock.unlock();
+    const auto sent = Steady::now();
     auto kept = client_.leases().keep_alive(lease_);
     lock.lock();
-    // Only the lease's end is loss; anything else (a contended keep-alive) is
-    // retried at the next period, which still comes well before the deadline.
-    if (!kept && (kept.code() == Errc::lease_lost || kept.code() == Errc::not_found)) {
+    if (kept) {
+      alive_until = sent + *kept;
+      wait = period;
+      continue;
+    }
+    // The lease's end is loss; any other failure (a contended keep-alive, no
+    // member of a cluster answering) is tried again soon, until the lease
+    // can no longer be alive.
+    if (kept.code() == Errc::lease_lost || kept.code() == Errc::not_found ||
+        Steady::now() >= alive_until) {
       lock.unlock();
       mark_lost();  // may call close(): the lock is not held
       return;
     }
+    wait = retry;
   }
 }
 

@@ -108,11 +108,19 @@ Result<std::unique_ptr<Connection>> Connection::open(const Address& address) {
 }
 
 Connection::Connection(std::shared_ptr<grpc::Channel> channel, std::string endpoints)
-    : channel_(std::move(channel)),
+    : owner_(getpid()),
+      channel_(std::move(channel)),
       endpoints_(std::move(endpoints)),
       kv_(etcdserverpb::KV::NewStub(channel_)),
       lease_(etcdserverpb::Lease::NewStub(channel_)),
-      maintenance_(etcdserverpb::Maintenance::NewStub(channel_)) {}
+      maintenance_(etcdserverpb::Maintenance::NewStub(channel_)),
+      watch_(etcdserverpb::Watch::NewStub(channel_)) {}
+
+Error Connection::forked_error() const {
+  return Error{Errc::unsupported, "this etcd client (" + endpoints_ + ") was opened by process " +
+                                      std::to_string(owner_) +
+                                      "; a child of fork() opens a client of its own"};
+}
 
 void Connection::prepare(grpc::ClientContext& context) const {
   context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
@@ -135,6 +143,7 @@ bool Connection::is_transport_failure(const grpc::Status& status) {
 }
 
 Error Connection::error(const grpc::Status& status, std::string_view what) const {
+  if (forked()) return forked_error();
   std::string message =
       std::string(what) + " on etcd at " + endpoints_ + ": " + status.error_message();
   if (is_transport_failure(status)) return Error{Errc::unavailable, std::move(message)};

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -27,11 +28,14 @@ class Connection {
   etcdserverpb::KV::Stub& kv() { return *kv_; }
   etcdserverpb::Lease::Stub& lease() { return *lease_; }
   etcdserverpb::Maintenance::Stub& maintenance() { return *maintenance_; }
+  etcdserverpb::Watch::Stub& watch() { return *watch_; }
   grpc::Channel& channel() { return *channel_; }
 
   // Makes one unary call: `rpc(context)` with kCallTimeout and wait_for_ready.
+  // In a child of fork(), touches nothing of gRPC: fails (error() says why).
   template <typename Rpc>
   grpc::Status call(Rpc&& rpc) {
+    if (forked()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "forked");
     grpc::ClientContext context;
     prepare(context);
     return rpc(&context);
@@ -46,14 +50,21 @@ class Connection {
   static bool is_transport_failure(const grpc::Status& status);
   const std::string& endpoints() const { return endpoints_; }
 
+  // True in a child of fork(): the channel, its threads and streams are the
+  // parent's, and the child must not touch them (docs/etcd.md, "fork()").
+  bool forked() const { return getpid() != owner_; }
+  Error forked_error() const;
+
  private:
   Connection(std::shared_ptr<grpc::Channel> channel, std::string endpoints);
 
+  pid_t owner_;  // the process that opened it
   std::shared_ptr<grpc::Channel> channel_;
   std::string endpoints_;  // as the address wrote them, for messages
   std::unique_ptr<etcdserverpb::KV::Stub> kv_;
   std::unique_ptr<etcdserverpb::Lease::Stub> lease_;
   std::unique_ptr<etcdserverpb::Maintenance::Stub> maintenance_;
+  std::unique_ptr<etcdserverpb::Watch::Stub> watch_;
 };
 
 }  // namespace zaris::etcd

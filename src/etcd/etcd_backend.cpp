@@ -12,10 +12,6 @@ std::uint64_t unsigned_of(std::int64_t wire) {
   return static_cast<std::uint64_t>(wire);
 }
 
-Error not_yet(std::string_view what) {
-  return Error{Errc::unsupported, std::string(what) + " is not yet available on etcd"};
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Client::Impl>> EtcdBackend::open(std::string_view address,
@@ -29,6 +25,16 @@ Result<std::unique_ptr<Client::Impl>> EtcdBackend::open(std::string_view address
   if (!connection) return std::move(connection).error();
   return std::unique_ptr<Client::Impl>(
       new EtcdBackend(std::string(address), std::move(parsed->prefix), std::move(*connection)));
+}
+
+EtcdBackend::~EtcdBackend() {
+  if (!connection_->forked()) return;
+  // The streams' threads are the parent's and gRPC's state is its: releasing
+  // any of it here would write to its streams or wait for threads the child
+  // does not have. The child's copy is left alone.
+  (void)watches_.release();
+  (void)leases_.release();
+  (void)connection_.release();
 }
 
 Result<PutResult> EtcdBackend::put(std::string_view key, std::string_view value,
@@ -101,6 +107,7 @@ Result<bool> EtcdBackend::get(std::string_view key, KeyValue& out) {
 }
 
 Result<RangeResult> EtcdBackend::range(std::string_view prefix, const RangeOptions& options) {
+  if (auto checked = check_order(options.order); !checked) return std::move(checked).error();
   const pb::RangeRequest request = range_request(keyspace_, prefix, options);
   pb::RangeResponse response;
   const auto status = connection_->call(
@@ -140,20 +147,6 @@ Result<void> EtcdBackend::txn(const Txn& txn, TxnResult& out) {
   if (!status.ok()) return connection_->error(status, "txn");
   to_txn_result(keyspace_, txn, response, out);
   return {};
-}
-
-Result<bool> EtcdBackend::wait_for_change(std::string_view, std::uint64_t,
-                                          std::chrono::nanoseconds) {
-  return not_yet("wait_for_change");
-}
-
-Result<bool> EtcdBackend::wait_for_any_change(std::span<const Client::Seen>,
-                                              std::chrono::nanoseconds) {
-  return not_yet("wait_for_any_change");
-}
-
-Result<std::unique_ptr<Watcher::Impl>> EtcdBackend::watch(std::string_view, const WatchOptions&) {
-  return not_yet("watch");
 }
 
 Result<SegmentInfo> EtcdBackend::info() {

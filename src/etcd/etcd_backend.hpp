@@ -10,6 +10,7 @@
 #include "etcd/connection.hpp"
 #include "etcd/keyspace.hpp"
 #include "etcd/leases.hpp"
+#include "etcd/watch_stream.hpp"
 
 namespace zaris::etcd {
 
@@ -19,8 +20,12 @@ class [[gnu::visibility("hidden")]] EtcdBackend final : public Client::Impl {
   static Result<std::unique_ptr<Client::Impl>> open(std::string_view address,
                                                     const ClientOptions& options);
 
+  // In a child of fork(), touches nothing of the parent's: what gRPC holds
+  // is left as it is (docs/etcd.md, "fork()").
+  ~EtcdBackend() override;
+
   Leases& leases() override {
-    return leases_;
+    return *leases_;
   }
   Result<PutResult> put(std::string_view key, std::string_view value, const Put& options) override;
   Result<bool> get(std::string_view key, KeyValue & out) override;
@@ -34,6 +39,7 @@ class [[gnu::visibility("hidden")]] EtcdBackend final : public Client::Impl {
   Result<std::unique_ptr<Watcher::Impl>> watch(std::string_view key, const WatchOptions& options)
       override;
   Result<SegmentInfo> info() override;
+  Result<std::uint64_t> revision() override;
   Result<std::vector<std::string>> check() override;
 
  private:
@@ -41,15 +47,23 @@ class [[gnu::visibility("hidden")]] EtcdBackend final : public Client::Impl {
       : address_(std::move(address)),
         keyspace_(std::move(prefix)),
         connection_(std::move(connection)),
-        leases_(*connection_, keyspace_) {}
+        leases_(std::make_unique<EtcdLeases>(*connection_, keyspace_)),
+        watches_(std::make_unique<WatchStream>(*connection_, keyspace_)) {}
 
   // A put with a condition, as one Txn (docs/etcd.md's table).
   Result<PutResult> conditional_put(const etcdserverpb::PutRequest& put, const Put& options);
+  // Starts watching `key` (or every key under it) from revision `start`.
+  Result<std::shared_ptr<WatchStream::Sink>> watch_from(std::string_view key, bool prefix,
+                                                        std::uint64_t start);
+  // Waits until one of `keys` changes from the mod revision seen (waits.cpp).
+  Result<bool> wait_for_keys(std::span<const Client::Seen> keys, std::chrono::nanoseconds timeout);
 
   std::string address_;
   Keyspace keyspace_;
   std::unique_ptr<Connection> connection_;
-  EtcdLeases leases_;  // its stream goes before the connection it uses
+  // Their streams go before the connection they use.
+  std::unique_ptr<EtcdLeases> leases_;
+  std::unique_ptr<WatchStream> watches_;
 };
 
 }  // namespace zaris::etcd

@@ -199,6 +199,7 @@ KeepAliveStream::Outcome KeepAliveStream::attempt(Waiter& waiter, Clock::time_po
 }
 
 Result<std::chrono::nanoseconds> KeepAliveStream::keep_alive(std::int64_t id) {
+  if (connection_.forked()) return connection_.forked_error();
   // gRPC takes the wall clock's deadlines; the waits here take the steady
   // clock's, which a clock step cannot stretch.
   const auto steady_deadline = Clock::now() + kCallTimeout;

@@ -111,6 +111,52 @@ pb::RangeRequest get_request(const Keyspace& keyspace, std::string_view key, boo
   return request;
 }
 
+Result<void> check_order(RangeOrder order) {
+  switch (order) {
+    case RangeOrder::key:
+    case RangeOrder::create_revision_ascending:
+    case RangeOrder::create_revision_descending:
+      return {};
+  }
+  return Error{Errc::invalid_argument, "unknown range order"};
+}
+
+namespace {
+
+// A compare or an operation of a kind zaris knows, refused before sending.
+Result<void> check_compare(const Compare& compare) {
+  if (compare.key.empty()) return Error{Errc::invalid_argument, "a compare's key is empty"};
+  if (compare.op != CompareOp::equal && compare.op != CompareOp::not_equal &&
+      compare.op != CompareOp::less && compare.op != CompareOp::greater)
+    return Error{Errc::invalid_argument, "a compare has an unknown operator"};
+  switch (compare.target) {
+    case CompareTarget::value:
+    case CompareTarget::version:
+    case CompareTarget::create_revision:
+    case CompareTarget::mod_revision:
+    case CompareTarget::lease:
+      return {};
+  }
+  return Error{Errc::invalid_argument, "a compare has an unknown target"};
+}
+
+Result<void> check_op(const TxnOp& op) {
+  switch (op.kind) {
+    case TxnOp::Kind::put:
+    case TxnOp::Kind::get:
+    case TxnOp::Kind::del:
+      if (op.key.empty()) return Error{Errc::invalid_argument, "an operation's key is empty"};
+      return {};
+    case TxnOp::Kind::range:
+      return check_order(op.options.order);
+    case TxnOp::Kind::del_prefix:
+      return {};
+  }
+  return Error{Errc::invalid_argument, "an operation of unknown kind"};
+}
+
+}  // namespace
+
 pb::RangeRequest range_request(const Keyspace& keyspace, std::string_view prefix,
                                const RangeOptions& options) {
   pb::RangeRequest request;
@@ -142,17 +188,15 @@ Result<pb::TxnRequest> txn_request(const Keyspace& keyspace, const Txn& txn) {
                                              " compares or operations in a branch (etcd's limit)"};
   pb::TxnRequest request;
   for (const auto& compare : txn.compares) {
-    if (compare.key.empty()) return Error{Errc::invalid_argument, "a compare's key is empty"};
+    if (auto checked = check_compare(compare); !checked) return std::move(checked).error();
     set_compare(keyspace, compare, *request.add_compare());
   }
   for (const auto& op : txn.success) {
-    if (op.key.empty() && op.kind != TxnOp::Kind::range && op.kind != TxnOp::Kind::del_prefix)
-      return Error{Errc::invalid_argument, "an operation's key is empty"};
+    if (auto checked = check_op(op); !checked) return std::move(checked).error();
     set_op(keyspace, op, *request.add_success());
   }
   for (const auto& op : txn.failure) {
-    if (op.key.empty() && op.kind != TxnOp::Kind::range && op.kind != TxnOp::Kind::del_prefix)
-      return Error{Errc::invalid_argument, "an operation's key is empty"};
+    if (auto checked = check_op(op); !checked) return std::move(checked).error();
     set_op(keyspace, op, *request.add_failure());
   }
   if (request.ByteSizeLong() > kMaxTxnBytes)

@@ -31,6 +31,9 @@ Result<etcdserverpb::TxnRequest> txn_request(const Keyspace& keyspace, const Txn
 void to_txn_result(const Keyspace& keyspace, const Txn& txn, const etcdserverpb::TxnResponse& in,
                    TxnResult& out);
 
+// An order zaris does not know is invalid_argument, before anything is sent.
+Result<void> check_order(RangeOrder order);
+
 // A key that is empty is refused on every engine.
 Result<void> check_key(std::string_view key);
 

@@ -18,6 +18,17 @@ constexpr std::int64_t deadline_after(std::int64_t now_ns,
   return wait > kNoDeadline - now_ns ? kNoDeadline : now_ns + wait;
 }
 
+// Now + timeout on the steady clock, saturating instead of overflowing; a
+// timeout of zero or less is now.
+inline std::chrono::steady_clock::time_point steady_deadline_after(
+    std::chrono::nanoseconds timeout) noexcept {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point now = Clock::now();
+  if (timeout <= std::chrono::nanoseconds(0)) return now;
+  if (timeout >= Clock::time_point::max() - now) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(timeout);
+}
+
 // A timeout given in milliseconds, in nanoseconds: milliseconds::max() (or
 // anything past nanoseconds::max()) becomes nanoseconds::max(), not an overflow.
 constexpr std::chrono::nanoseconds to_nanoseconds(std::chrono::milliseconds timeout) noexcept {
