@@ -1,4 +1,4 @@
-// What the example programs share: a fresh segment, child processes, time.
+// What the example programs share: where they run, child processes, time.
 #pragma once
 
 #include <signal.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "zaris/zaris.hpp"
 
@@ -56,27 +57,57 @@ inline void must(zaris::Result<void> result, const char* what) {
   if (!result) fail(std::string(what) + ": " + result.error().message);
 }
 
-// A segment for this run only, destroyed when the program ends.
-struct Segment {
-  std::string name;
-  explicit Segment(const char* tag)
-      : name(std::string("zaris-example-") + tag + "-" + std::to_string(::getpid())) {
-    must(zaris::Client::create(name), "create segment");
+// Where the example runs: the address given as its first argument (a
+// segment that exists, or an etcd cluster: etcd://HOST:PORT/PREFIX), or else
+// a segment of its own for this run, destroyed when the program ends. The
+// example keeps its keys under `prefixes`: at an address given, it refuses
+// to start if any is there, and deletes them when it ends.
+struct Place {
+  std::string address;
+  std::vector<std::string> prefixes;
+  bool own_segment = false;
+
+  Place(const char* tag, const char* given, std::vector<std::string> key_prefixes)
+      : prefixes(std::move(key_prefixes)) {
+    if (given == nullptr) {
+      address = std::string("zaris-example-") + tag + "-" + std::to_string(::getpid());
+      must(zaris::Client::create(address), "create segment");
+      own_segment = true;
+      return;
+    }
+    address = given;
+    auto client = must(zaris::Client::open(address), "open");
+    for (const std::string& prefix : prefixes)
+      if (!must(client.get_prefix(prefix), "get_prefix").kvs.empty())
+        fail(address + " already holds keys under " + prefix + ": use an address of your own");
   }
-  ~Segment() { (void)zaris::Client::destroy(name); }
+  ~Place() {
+    if (own_segment) {
+      (void)zaris::Client::destroy(address);
+      return;
+    }
+    if (auto client = zaris::Client::open(address))
+      for (const std::string& prefix : prefixes) (void)client->del_prefix(prefix);
+  }
 };
 
-// Runs `body` in a child process that dies with its parent; returns its pid.
-template <typename Body>
-pid_t spawn(Body&& body) {
+// Runs this program again in a child process that dies with its parent,
+// with `args` as its arguments: main() sees the first (a role, "--worker"
+// say) and runs that part. A fresh program, not a bare fork(): the child
+// opens a client of its own and shares no connection with its parent (an
+// etcd client, over gRPC, cannot be used across fork()).
+inline pid_t spawn(std::vector<std::string> args) {
   std::fflush(stdout);
+  std::vector<char*> argv{const_cast<char*>("/proc/self/exe")};
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
   pid_t pid = ::fork();
   if (pid < 0) fail("fork");
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    body();
-    std::fflush(stdout);
-    ::_exit(0);
+    ::execv(argv[0], argv.data());
+    std::perror("exec /proc/self/exe");
+    ::_exit(127);
   }
   return pid;
 }

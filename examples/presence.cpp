@@ -4,6 +4,10 @@
 // A monitor lists them and watches the prefix: member-1 is killed with
 // SIGKILL and drops out when its lease runs out (expired); member-2 then
 // leaves cleanly (its session is closed: revoked); member-3 stays.
+//
+// Usage: zaris-presence [ADDRESS]   (a segment, or etcd://HOST:PORT/PREFIX;
+// by default a segment of its own). etcd does not say why a key went: there
+// each departure prints "unknown" as its reason.
 #include <set>
 #include <thread>
 
@@ -12,39 +16,49 @@
 using namespace std::chrono_literals;
 using example::must;
 
-int main() {
-  constexpr auto kTtl = 300ms;
-  example::Segment segment("presence");
-  auto client = must(zaris::Client::open(segment.name), "open");
+namespace {
+
+constexpr auto kTtl = 300ms;
+
+// One member (a process of its own): up until killed, or (member-2) until
+// member-1 has gone.
+int member(const std::string& address, int i) {
+  auto mine = must(zaris::Client::open(address), "open");
+  auto session = must(zaris::Session::create(mine, {kTtl, {}}), "session");
+  must(mine.put("presence/member-" + std::to_string(i), "up",
+                zaris::Put::with_lease(session->lease())),
+       "put");
+  if (i == 2) {
+    // Once member-1 has gone (watching only: a read of its key would
+    // end its lease as its owner's death, not at its TTL).
+    auto others = must(mine.watch("presence/member-1", {false, 1}), "watch");
+    bool gone = false;
+    example::wait_until(
+        [&] {
+          for (auto& e : must(others.wait(100ms), "watch"))
+            gone = gone || e.type == zaris::EventType::del;
+          return gone;
+        },
+        "member-1 leaves");
+    must(session->close(), "close");  // leaves cleanly
+    return 0;
+  }
+  for (;;) ::pause();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "--member") return member(argv[2], std::atoi(argv[3]));
+  example::Place place("presence", argc > 1 ? argv[1] : nullptr, {"presence/"});
+  auto client = must(zaris::Client::open(place.address), "open");
   auto watcher = must(client.watch("presence/", {true, 0}), "watch");
   std::printf("zaris presence: 3 members, session TTL %lld ms\n",
               static_cast<long long>(kTtl.count()));
 
   std::vector<pid_t> members;
   for (int i = 1; i <= 3; ++i) {
-    members.push_back(example::spawn([&, i] {
-      auto mine = must(zaris::Client::open(segment.name), "open");
-      auto session = must(zaris::Session::create(mine, {kTtl, {}}), "session");
-      must(mine.put("presence/member-" + std::to_string(i), "up",
-                    zaris::Put::with_lease(session->lease())),
-           "put");
-      if (i == 2) {
-        // Once member-1 has gone (watching only: a read of its key would
-        // end its lease as its owner's death, not at its TTL).
-        auto others = must(mine.watch("presence/member-1", {false, 1}), "watch");
-        bool gone = false;
-        example::wait_until(
-            [&] {
-              for (auto& e : must(others.wait(100ms), "watch"))
-                gone = gone || e.type == zaris::EventType::del;
-              return gone;
-            },
-            "member-1 leaves");
-        must(session->close(), "close");  // leaves cleanly
-        return;
-      }
-      for (;;) ::pause();
-    }));
+    members.push_back(example::spawn({"--member", place.address, std::to_string(i)}));
   }
   std::set<std::string> up;
   std::set<std::string> left;

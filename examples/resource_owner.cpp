@@ -5,6 +5,10 @@
 // writes, then hangs (SIGSTOP) while holding it. Its lease runs out, B takes
 // the lock with a higher token and writes. When A wakes up and writes with
 // its old token, the device refuses it: a stale owner can do no harm.
+//
+// Usage: zaris-resource-owner [ADDRESS]   (a segment, or etcd://HOST:PORT/PREFIX;
+// by default a segment of its own). On etcd the TTL is whole seconds: B
+// waits a second or two.
 #include <sys/mman.h>
 
 #include <atomic>
@@ -36,45 +40,56 @@ bool write_to(Device& device, std::uint64_t token, const char* who) {
   return ok;
 }
 
+// The device, in memory shared with the owners through `fd` (a memfd that
+// the children inherit).
+Device* map_device(int fd) {
+  void* memory = ::mmap(nullptr, sizeof(Device), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory == MAP_FAILED) example::fail("mmap the device");
+  return static_cast<Device*>(memory);
+}
+
+// An owner (a process of its own). A: takes the printer, writes, hangs
+// holding it, and writes again when it wakes. B: takes it, writes, lets go.
+int own(const std::string& who, const std::string& address, int device_fd) {
+  Device& device = *map_device(device_fd);
+  const bool a = who == "A";
+  auto client = must(zaris::Client::open(address), "open");
+  auto session = must(zaris::Session::create(client, {a ? 300ms : 10s, {}}), "session");
+  zaris::Mutex lock(*session, "printer");
+  must(lock.lock(10s), "lock");
+  std::printf("  %s holds the printer (token %llu)\n", who.c_str(),
+              static_cast<unsigned long long>(lock.fencing_token()));
+  write_to(device, lock.fencing_token(), who.c_str());
+  if (!a) {
+    must(lock.unlock(), "unlock");
+    return 0;
+  }
+  device.stage.store(1);
+  ::raise(SIGSTOP);  // hangs, holding the lock; its session cannot renew
+  write_to(device, lock.fencing_token(), "A (after hanging)");
+  device.stage.store(3);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
-  constexpr auto kTtl = 300ms;
-  example::Segment segment("resource");
-  auto* device = new (::mmap(nullptr, sizeof(Device), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0)) Device{};
-  std::printf("zaris resource owner: lock \"printer\", session TTL %lld ms\n",
-              static_cast<long long>(kTtl.count()));
+int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "--owner")
+    return own(argv[2], argv[3], std::atoi(argv[4]));
+  example::Place place("resource", argc > 1 ? argv[1] : nullptr, {"printer/"});
+  const int device_fd = ::memfd_create("zaris-example-device", 0);
+  if (device_fd < 0 || ::ftruncate(device_fd, sizeof(Device)) != 0) example::fail("memfd");
+  Device* device = new (map_device(device_fd)) Device{};
+  std::printf("zaris resource owner: lock \"printer\", A's session TTL 300 ms\n");
 
-  pid_t a = example::spawn([&] {
-    auto client = must(zaris::Client::open(segment.name), "open");
-    auto session = must(zaris::Session::create(client, {kTtl, {}}), "session");
-    zaris::Mutex lock(*session, "printer");
-    must(lock.lock(), "lock");
-    std::printf("  A holds the printer (token %llu)\n",
-                static_cast<unsigned long long>(lock.fencing_token()));
-    write_to(*device, lock.fencing_token(), "A");
-    device->stage.store(1);
-    ::raise(SIGSTOP);  // hangs, holding the lock; its session cannot renew
-    write_to(*device, lock.fencing_token(), "A (after hanging)");
-    device->stage.store(3);
-  });
+  pid_t a = example::spawn({"--owner", "A", place.address, std::to_string(device_fd)});
   example::wait_until([&] { return device->stage.load() == 1; }, "A holds the printer");
   int status = 0;
   ::waitpid(a, &status, WUNTRACED);
   std::printf("A is stopped (SIGSTOP) while holding the lock\n");
 
   auto start = example::Clock::now();
-  pid_t b = example::spawn([&] {
-    auto client = must(zaris::Client::open(segment.name), "open");
-    auto session = must(zaris::Session::create(client, {10s, {}}), "session");
-    zaris::Mutex lock(*session, "printer");
-    must(lock.lock(10s), "lock");
-    std::printf("  B holds the printer (token %llu)\n",
-                static_cast<unsigned long long>(lock.fencing_token()));
-    write_to(*device, lock.fencing_token(), "B");
-    must(lock.unlock(), "unlock");
-  });
+  pid_t b = example::spawn({"--owner", "B", place.address, std::to_string(device_fd)});
   ::waitpid(b, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) example::fail("B did not get the lock");
   std::printf("B got the lock %lld ms after A hung (A's lease expired)\n",

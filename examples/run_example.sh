@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
 # Runs an example and checks that it exits 0 and prints a line matching each
-# extended regular expression given.   run_example.sh BINARY REGEX...
+# extended regular expression given.
+#   run_example.sh [--address ADDRESS] BINARY REGEX...
+# With --address, the example runs at ADDRESS (its one argument) instead of a
+# segment of its own.
 set -uo pipefail
+args=()
+if [ "${1-}" = "--address" ]; then
+  args=("$2")
+  shift 2
+fi
 binary=$1
 shift
-output=$("$binary" 2>&1)
+output=$("$binary" "${args[@]}" 2>&1)
 status=$?
 printf '%s\n' "$output"
 if [ "$status" -ne 0 ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds the leader-election demo (Release, in build/) and runs
 # it: three candidates, the leader killed with SIGKILL, a follower taking over.
-# An argument is passed to the demo (the session TTL in milliseconds).
+# Arguments are passed to the demo: [ADDRESS] [--ttl-ms MS] (a segment or
+# etcd://HOST:PORT/PREFIX; the session TTL in milliseconds).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -41,9 +41,9 @@ struct Snapshot {
   std::vector<QueueRow> queues;  // by name
 };
 
-// NAME if `key` is NAME/<the 16 hex digits of `lease`>.
+// NAME if `key` is NAME/<`lease` in hex, as contender keys name it>.
 std::optional<std::string> queue_name(const std::string& key, zaris::LeaseId lease) {
-  const std::string suffix = "/" + lease.to_string();
+  const std::string suffix = "/" + lease.to_key_string();
   if (key.size() <= suffix.size() || !key.ends_with(suffix)) return std::nullopt;
   return key.substr(0, key.size() - suffix.size());
 }
@@ -90,10 +90,11 @@ std::string seconds_text(std::chrono::nanoseconds d) {
 
 // [#####.....]: the part of the TTL that remains.
 std::string bar(std::chrono::nanoseconds remaining, std::chrono::nanoseconds ttl, int width) {
-  const double part = ttl.count() > 0 ? std::clamp(static_cast<double>(remaining.count()) /
-                                                       static_cast<double>(ttl.count()),
-                                                   0.0, 1.0)
-                                      : 0.0;
+  const double part =
+      ttl.count() > 0
+          ? std::clamp(static_cast<double>(remaining.count()) / static_cast<double>(ttl.count()),
+                       0.0, 1.0)
+          : 0.0;
   const int full = static_cast<int>(part * width + 0.5);
   return "[" + std::string(static_cast<std::size_t>(full), '#') +
          std::string(static_cast<std::size_t>(width - full), '.') + "]";
@@ -115,8 +116,7 @@ std::vector<std::string> render(const Snapshot& now, const Snapshot* before, boo
   // Counter rates since the last snapshot (totals on the first).
   std::string rates;
   const auto counters = metrics_of(now.info);
-  const double dt =
-      before ? std::chrono::duration<double>(now.at - before->at).count() : 0.0;
+  const double dt = before ? std::chrono::duration<double>(now.at - before->at).count() : 0.0;
   const auto previous = before ? metrics_of(before->info) : std::vector<Metric>{};
   for (std::size_t k = 0; k < counters.size(); ++k) {
     const Metric& m = counters[k];

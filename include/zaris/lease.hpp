@@ -23,6 +23,9 @@ class LeaseId {
 
   // 16 lowercase hex digits.
   std::string to_string() const;
+  // Lowercase hex without leading zeros (Go's %x): how a lease names its
+  // contender key NAME/<id> in Mutex and Election, as in etcd's recipes.
+  std::string to_key_string() const;
   // 1 to 16 hex digits, either case; rejects zero and anything else.
   static Result<LeaseId> parse(std::string_view text);
 

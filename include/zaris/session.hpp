@@ -1,6 +1,8 @@
 // A session: one lease bound to this process, kept alive in the background.
 // Mutexes and elections hold their keys under a session's lease, so that a
-// holder that stops renewing (hung, or dead) loses them at the TTL.
+// holder that stops renewing (hung, or dead) loses them at the TTL. On an
+// engine without owner death (etcd: GrantOptions::bound() is unsupported)
+// the lease is TTL only: a dead holder's keys go at the TTL, not at once.
 #pragma once
 
 #include <atomic>

@@ -10,6 +10,12 @@ std::string LeaseId::to_string() const {
   return buf;
 }
 
+std::string LeaseId::to_key_string() const {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(value_));
+  return buf;
+}
+
 Result<LeaseId> LeaseId::parse(std::string_view text) {
   if (text.empty() || text.size() > 16)
     return Error{Errc::invalid_argument, "lease id must be 1 to 16 hex digits"};

@@ -1,6 +1,5 @@
 #include "coordination/queue.hpp"
 
-
 namespace zaris::coordination {
 
 namespace {
@@ -9,10 +8,12 @@ std::string prefix_of(std::string_view name) {
   return std::string(name) + "/";
 }
 
-// Only NAME/<16 hex digits> contends: not NAME/x/<lease> (another name) nor
-// anything else an application keeps under the prefix.
+// Only NAME/<lease id as Go's %x writes it> contends (1 to 16 lowercase hex
+// digits, no leading zero): not NAME/x/<lease> (another name) nor anything
+// else an application keeps under the prefix.
 bool is_contender(std::string_view key, std::size_t prefix_size) {
-  if (key.size() != prefix_size + 16) return false;
+  if (key.size() <= prefix_size || key.size() > prefix_size + 16 || key[prefix_size] == '0')
+    return false;
   for (char c : key.substr(prefix_size))
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   return true;
@@ -84,7 +85,6 @@ Result<void> find_predecessor(Client& client, std::string_view name, const std::
   }
 }
 
-
 }  // namespace
 
 // Leaves the queue: deletes our key if it is still the one created at
@@ -94,7 +94,7 @@ void leave(Client& client, const std::string& key, std::uint64_t created) {
 }
 
 std::string contender_key(std::string_view name, LeaseId lease) {
-  return prefix_of(name) + lease.to_string();
+  return prefix_of(name) + lease.to_key_string();
 }
 
 Result<void> join(Client& client, std::string_view name, const std::string& key,
@@ -106,9 +106,8 @@ Result<void> join(Client& client, std::string_view name, const std::string& key,
   // newest keys under the name, ours first, in the same step. Built once for
   // a contender, then only its value changes. (Our key names the name: the
   // same key, under it, means the same range.)
-  TxnOp* put = txn.success.size() == 2 && txn.success[1].key.size() == prefix_size
-                   ? &txn.success[0]
-                   : nullptr;
+  TxnOp* put = txn.success.size() == 2 && txn.success[1].key.size() == prefix_size ? &txn.success[0]
+                                                                                   : nullptr;
   if (put == nullptr || put->lease != lease || put->key != key) {
     txn = Txn()
               .when(Compare::create_revision(key) == 0)
@@ -205,8 +204,7 @@ Result<void> wait_for_head(Client& client, std::string_view name, const std::str
                            Place where, std::chrono::steady_clock::time_point deadline, Txn& txn,
                            TxnResult& result) {
   for (;;) {
-    if (!where.present)
-      return key_gone(key);
+    if (!where.present) return key_gone(key);
     if (where.head) return {};
     auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::nanoseconds(0))
@@ -241,8 +239,8 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name) {
 
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
-                                    std::chrono::nanoseconds timeout, Txn& txn,
-                                    TxnResult& result, Txn& look, TxnResult& looked) {
+                                    std::chrono::nanoseconds timeout, Txn& txn, TxnResult& result,
+                                    Txn& look, TxnResult& looked) {
   Place where;
   if (auto joined = join(client, name, key, value, lease, txn, result, where); !joined)
     return std::move(joined).error();

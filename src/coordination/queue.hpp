@@ -1,5 +1,6 @@
 // The queue under a name that mutexes and elections share, as etcd's recipes
-// do: each contender puts a key NAME/<lease id> under its session's lease; the
+// do: each contender puts a key NAME/<lease id> under its session's lease (the
+// id in lowercase hex without leading zeros, as Go's %x writes it); the
 // live key with the lowest create revision is at the head. A contender waits
 // for its predecessor (the key with the highest create revision below its
 // own) to go, and for nothing else: one release wakes one waiter.
@@ -13,7 +14,8 @@
 
 namespace zaris::coordination {
 
-// The key a session's lease contends with under `name`.
+// The key a session's lease contends with under `name`: NAME/<lease id>, as
+// etcd's concurrency.Mutex and Election name theirs.
 std::string contender_key(std::string_view name, LeaseId lease);
 
 // Where a key stands in the queue under a name.
@@ -33,8 +35,7 @@ struct Place {
 // (kept from one call to the next by the same contender, it is reused) and
 // read from `result`.
 Result<void> join(Client& client, std::string_view name, const std::string& key,
-                  std::string_view value, LeaseId lease, Txn& txn, TxnResult& result,
-                  Place& where);
+                  std::string_view value, LeaseId lease, Txn& txn, TxnResult& result, Place& where);
 // The same, with a transaction of its own.
 Result<Place> join(Client& client, std::string_view name, const std::string& key,
                    std::string_view value, LeaseId lease);
@@ -67,10 +68,11 @@ Result<std::optional<KeyValue>> head(Client& client, std::string_view name);
 // revision: the fencing token of the acquisition.
 Result<std::uint64_t> join_and_wait(Client& client, std::string_view name, const std::string& key,
                                     std::string_view value, LeaseId lease,
-                                    std::chrono::nanoseconds timeout, Txn& txn,
-                                    TxnResult& result, Txn& look, TxnResult& looked);
+                                    std::chrono::nanoseconds timeout, Txn& txn, TxnResult& result,
+                                    Txn& look, TxnResult& looked);
 
-// Whether `key` is a contender under `name` (NAME/<16 hex digits>).
+// Whether `key` is a contender under `name`: NAME/<1 to 16 lowercase hex
+// digits, no leading zero>.
 bool is_contender_key(std::string_view name, std::string_view key);
 
 // Now + timeout on the steady clock, saturating instead of overflowing.

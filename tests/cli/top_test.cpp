@@ -46,9 +46,12 @@ BOOST_AUTO_TEST_CASE(top_on_a_terminal_follows_the_segment_and_quits_on_q) {
   const std::string first = lease_of(s({"lease", "grant", "60"}));
   Process holder(s.with({"lock", "deploy", "--", "sleep", "60"}));
   BOOST_REQUIRE(eventually([&] { return queued(s, "deploy/") == 1; }));
-  const std::string holder_lease = lines_of(s({"get", "deploy/", "--prefix", "--keys-only"}).out)
-                                       .at(0)
-                                       .substr(std::string("deploy/").size());
+  // Its key names the lease as Go's %x does; top prints ids with 16 digits.
+  const std::string holder_lease =
+      zaris::LeaseId::parse(lines_of(s({"get", "deploy/", "--prefix", "--keys-only"}).out)
+                                .at(0)
+                                .substr(std::string("deploy/").size()))
+          ->to_string();
 
   Tmux tmux;
   int status = -1;

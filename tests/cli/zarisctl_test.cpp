@@ -791,7 +791,7 @@ BOOST_AUTO_TEST_CASE(non_utf8_segment_names_are_base64_in_json) {
   Process holder(s.with({"-w", "json", "lock", "\xfe"}));
   BOOST_REQUIRE(holder.wait_lines(1));
   auto held = json::parse(lines_of(holder.out())[0]);
-  BOOST_TEST(held["key_base64"] == base64_of("\xfe/" + lock_lease(s.name, "\xfe").to_string()));
+  BOOST_TEST(held["key_base64"] == base64_of("\xfe/" + lock_lease(s.name, "\xfe").to_key_string()));
   ::kill(holder.pid(), SIGTERM);
   BOOST_TEST(holder.finish().status == 0);
   // A path.

@@ -41,6 +41,15 @@ inline std::string reason_seen(DeleteReason reason) {
   return on_shm() ? std::string(delete_reason_name(reason)) : std::string("unknown");
 }
 
+// The next `count` events of `watcher` (fewer only if 10 s pass): a segment
+// has them when its watcher is made; etcd sends them over the client's
+// watch stream, a history replay up to 100 ms later. Reads take at most what
+// is still missing, so a watcher's place after them is exact.
+std::vector<Event> await_events(Watcher& watcher, std::size_t count);
+// True if `watcher` has no further event: none now on shared memory, none
+// within 300 ms on etcd (where one could still be on its way).
+bool nothing_more(Watcher& watcher);
+
 // A client of a store of its own, empty at the start of the test: a fresh
 // segment (destroyed at the end), or a fresh prefix on the run's etcd member
 // (its keys deleted and every lease of the cluster revoked at the end).

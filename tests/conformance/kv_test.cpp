@@ -5,7 +5,9 @@ using namespace std::chrono_literals;
 using zaris::Errc;
 using zaris::LeaseId;
 using zaris::Put;
+using zaris::test::await_events;
 using zaris::test::EngineFixture;
+using zaris::test::nothing_more;
 using zaris::test::on_shm;
 using zaris::test::reason_seen;
 
@@ -189,10 +191,9 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_is_gone_and_comes_back_new, EngineFixture)
 
   auto watcher = client->watch("q/a", {false, first->revision});
   BOOST_REQUIRE(watcher.ok());
-  auto events = watcher->poll();
-  BOOST_REQUIRE(events.ok());
+  auto events = await_events(*watcher, 5);
   std::vector<std::string> seen;
-  for (auto& e : *events)
+  for (auto& e : events)
     seen.push_back(std::string(zaris::event_type_name(e.type)) + " " +
                    std::string(zaris::delete_reason_name(e.reason)) + " " + e.kv.value + " c" +
                    std::to_string(e.kv.create_revision));
@@ -204,6 +205,7 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_is_gone_and_comes_back_new, EngineFixture)
       (seen == std::vector<std::string>{"PUT none 1 c" + c1, "PUT none 2 c" + c1,
                                         "DELETE " + deleted + "  c" + c1, "PUT none 3 c" + c3,
                                         "DELETE " + revoked + "  c" + c3}));
+  BOOST_TEST(nothing_more(*watcher));
   require_consistent();
 }
 
@@ -218,15 +220,15 @@ BOOST_FIXTURE_TEST_CASE(a_deleted_key_of_an_ended_lease_is_deleted_once, EngineF
   auto again = client->put("k", "2");
   BOOST_REQUIRE(again.ok());
   auto watcher = client->watch("k", {false, put->revision});
-  auto events = watcher->poll();
-  BOOST_REQUIRE(events.ok());
+  auto events = await_events(*watcher, 3);
   std::vector<std::string> seen;
-  for (auto& e : *events)
+  for (auto& e : events)
     seen.push_back(std::string(zaris::event_type_name(e.type)) + " " +
                    std::string(zaris::delete_reason_name(e.reason)));
   BOOST_TEST(
       (seen == std::vector<std::string>{
                    "PUT none", "DELETE " + reason_seen(zaris::DeleteReason::deleted), "PUT none"}));
+  BOOST_TEST(nothing_more(*watcher));
   BOOST_TEST((*client->get("k"))->create_revision == again->revision);
   require_consistent();
 }

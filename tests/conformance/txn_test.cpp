@@ -13,7 +13,9 @@ using zaris::RangeOrder;
 using zaris::Txn;
 using zaris::TxnOp;
 using zaris::TxnResult;
+using zaris::test::await_events;
 using zaris::test::EngineFixture;
+using zaris::test::nothing_more;
 using zaris::test::on_shm;
 
 namespace {
@@ -182,14 +184,14 @@ BOOST_FIXTURE_TEST_CASE(writes_share_one_revision_and_their_events_come_in_order
   BOOST_TEST(r->results[1].deleted == 1u);
   BOOST_TEST(r->results[2].deleted == 0u);
   BOOST_TEST(r->results[4].deleted == 1u);
-  auto events = watcher->poll();
-  BOOST_REQUIRE(events.ok());
+  auto events = await_events(*watcher, 4);
   std::vector<std::string> seen;
-  for (const zaris::Event& e : *events) {
+  for (const zaris::Event& e : events) {
     BOOST_TEST(e.revision == before + 1);
     seen.push_back(std::string(zaris::event_type_name(e.type)) + " " + e.kv.key);
   }
   BOOST_TEST(seen == (std::vector<std::string>{"PUT b", "DELETE q", "PUT a", "DELETE p/old"}));
+  BOOST_TEST(nothing_more(*watcher));
   BOOST_TEST((*client->get("a"))->create_revision == before + 1);
   // A transaction whose writes change nothing takes no revision.
   auto nothing = client->txn(Txn().then(TxnOp::del("never-was")).then(TxnOp::del_prefix("zz")));

@@ -11,7 +11,9 @@ using zaris::DeleteReason;
 using zaris::Errc;
 using zaris::EventType;
 using zaris::Put;
+using zaris::test::await_events;
 using zaris::test::EngineFixture;
+using zaris::test::nothing_more;
 using zaris::test::on_shm;
 using zaris::test::reason_seen;
 
@@ -67,10 +69,9 @@ BOOST_FIXTURE_TEST_CASE(puts_and_deletes_with_reasons_and_revisions, EngineFixtu
     // Expiry, reaped by the put that passed by (one revision before it).
     expected.push_back("DELETE job/d@" + std::to_string(rev - 1) + " expired");
   }
-  auto events = watcher->poll();
-  BOOST_REQUIRE(events.ok());
-  BOOST_TEST(describe(*events) == expected, boost::test_tools::per_element());
-  BOOST_TEST(watcher->poll()->empty());
+  auto events = await_events(*watcher, expected.size());
+  BOOST_TEST(describe(events) == expected, boost::test_tools::per_element());
+  BOOST_TEST(nothing_more(*watcher));
   (void)r2;
 }
 
@@ -79,16 +80,17 @@ BOOST_FIXTURE_TEST_CASE(resumes_from_a_revision, EngineFixture) {
   auto b = client->put("k", "2");
   auto c = client->put("k", "3");
   auto from_b = client->watch("k", {false, b->revision});
-  auto events = from_b->poll();
-  BOOST_TEST((describe(*events) ==
+  auto events = await_events(*from_b, 2);
+  BOOST_TEST((describe(events) ==
               std::vector<std::string>{"PUT k@" + std::to_string(b->revision) + "=2",
                                        "PUT k@" + std::to_string(c->revision) + "=3"}));
   BOOST_TEST(from_b->next_revision() == c->revision + 1);
   auto all = client->watch("k", {false, 1});
-  BOOST_TEST(all->poll()->size() == 3u);
+  BOOST_TEST(await_events(*all, 3).size() == 3u);
+  BOOST_TEST(nothing_more(*all));
   auto limited = client->watch("k", {false, a->revision});
-  BOOST_TEST(limited->poll(2)->size() == 2u);
-  BOOST_TEST(limited->poll(2)->size() == 1u);
+  BOOST_TEST(limited->wait(std::chrono::seconds(10), 2)->size() == 2u);
+  BOOST_TEST(limited->wait(std::chrono::seconds(10), 2)->size() == 1u);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_blocked_watcher_wakes_on_a_put, EngineFixture) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "coordination/queue.hpp"
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -31,6 +32,20 @@ std::unique_ptr<Session> session(zaris::Client& client, std::chrono::nanoseconds
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(coordination)
+
+// A contender key is NAME/<lease id> as etcd's recipes write it (Go's %x:
+// lowercase hex, no leading zero), so that zaris and etcdctl lock see each
+// other's keys; nothing else under the name contends.
+BOOST_AUTO_TEST_CASE(a_contender_key_is_the_lease_id_as_go_writes_it) {
+  namespace co = zaris::coordination;
+  BOOST_TEST(co::contender_key("q", zaris::LeaseId(0x694d77e1c2b0a40b)) == "q/694d77e1c2b0a40b");
+  BOOST_TEST(co::contender_key("a/b", zaris::LeaseId(0x2a)) == "a/b/2a");
+  for (const char* key : {"q/1", "q/2a", "q/694d77e1c2b0a40b", "q/ffffffffffffffff"})
+    BOOST_TEST(co::is_contender_key("q", key), key);
+  for (const char* key : {"q/", "q/0", "q/02a", "q/000000000000002a", "q/2A", "q/1ffffffffffffffff",
+                          "q/2a/1", "q/x/2a", "q/2g", "r/2a", "q2a", "qq/2a", "/2a"})
+    BOOST_TEST(!co::is_contender_key("q", key), key);
+}
 
 // CPU time a process's threads have run, in nanoseconds (schedstat, exact).
 double cpu_ns_of(pid_t pid) {

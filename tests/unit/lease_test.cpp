@@ -44,6 +44,9 @@ BOOST_FIXTURE_TEST_CASE(expiry_reaping_is_bounded_per_operation, SegmentFixture)
 
 BOOST_AUTO_TEST_CASE(lease_id_text) {
   BOOST_TEST(LeaseId(0x2a).to_string() == "000000000000002a");
+  BOOST_TEST(LeaseId(0x2a).to_key_string() == "2a");  // as Go's %x
+  BOOST_TEST(LeaseId(0x100).to_key_string() == "100");
+  BOOST_TEST(LeaseId(~0ULL).to_key_string() == "ffffffffffffffff");
   BOOST_TEST(LeaseId::parse("2A")->value() == 0x2aULL);
   BOOST_TEST(LeaseId::parse("ffffffffffffffff")->value() == ~0ULL);
   for (const char* bad : {"", "0", "12345678901234567", "xyz", "-1", " 1"})
