@@ -3,6 +3,7 @@
 // caller's deadline is cancelled, and callers on one lease or many share the
 // reading. Each test runs a member of its own.
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
@@ -48,6 +49,10 @@ BOOST_AUTO_TEST_CASE(a_renewal_from_a_stopped_member_is_unavailable_at_its_deadl
   // The member takes the request and never answers: the caller is blocked in
   // its read of the stream, and only the watchdog can end it.
   BOOST_REQUIRE_EQUAL(::kill(own.cluster.pid(0), SIGSTOP), 0);
+  // Stopped for sure before the request goes (the member is our child).
+  int status = 0;
+  BOOST_REQUIRE_EQUAL(::waitpid(own.cluster.pid(0), &status, WUNTRACED), own.cluster.pid(0));
+  BOOST_REQUIRE(WIFSTOPPED(status));
   const auto start = std::chrono::steady_clock::now();
   auto renewed = client->leases().keep_alive(*lease);
   const auto waited = std::chrono::steady_clock::now() - start;
