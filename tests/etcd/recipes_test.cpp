@@ -223,14 +223,14 @@ BOOST_AUTO_TEST_CASE(etcdctl_lock_excludes_a_zaris_mutex) {
   BOOST_REQUIRE(mutex.unlock());
 }
 
-// `etcdctl lock NAME COMMAND` runs COMMAND while it holds the lock; a zaris
+// `etcdctl lock NAME -- COMMAND` runs COMMAND while it holds the lock; a zaris
 // Mutex taken first makes it wait, and its command runs once zaris unlocks.
 BOOST_AUTO_TEST_CASE(etcdctl_lock_runs_its_command_only_after_a_zaris_unlock) {
   Client client = open("exec");
   auto s = session(client);
   Mutex mutex(*s, "n");
   BOOST_REQUIRE(mutex.lock(5s));
-  Etcdctl lock({"lock", "exec/n", "sh", "-c", "echo held by $ETCD_LOCK_KEY"});
+  Etcdctl lock({"lock", "exec/n", "--", "sh", "-c", "echo held by $ETCD_LOCK_KEY"});
   BOOST_REQUIRE(wait_for_contenders(client, "n", 2));
   const std::string key = queue_of(client, "n").kvs.back().key;
   BOOST_TEST(!lock.wait_for("held by", 300ms), lock.output());
