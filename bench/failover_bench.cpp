@@ -5,10 +5,17 @@
 //   flock             flock(2) LOCK_EX on a file in /dev/shm
 //   robust_mutex      a bare robust process-shared pthread mutex
 // in the same run, trials interleaved round-robin so that the machine's noise
-// falls on every mechanism alike. Prints median and p99 per mechanism; with
-// --json FILE also writes them as JSON.
+// falls on every mechanism alike. With --uri etcd://..., instead:
+//   zaris_etcd        a zaris Mutex on etcd, its session's TTL --ttl seconds
+//                     (2 by default): no owner death there, so the lock goes
+//                     when etcd expires the holder's lease
+// Prints median and p99 per mechanism; with --json FILE also writes them as
+// JSON.
 //
-// Usage: zaris-failover-bench [--trials N] [--json FILE]
+// Usage: zaris-failover-bench [--trials N] [--json FILE] [--uri etcd://... [--ttl S]]
+//
+// The children open their own clients after fork(); this process never
+// opens an etcd client, so no child inherits gRPC's threads half-copied.
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -77,10 +84,23 @@ void reap(pid_t pid) {
   ::waitpid(pid, &status, 0);
 }
 
+// What a child's exit status says of it (see zaris_mechanism for the codes).
+std::string exit_text(int status) {
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "exit " + std::to_string(WEXITSTATUS(status)) +
+         " (1: open, 2: session, 3: lock, 4: look at the queue)";
+}
+
+// Waits until `condition` holds; dies when `timeout` passes first, or when
+// the child `watched` (if any) ends first.
 template <typename Condition>
-void wait_until(Condition&& condition, const char* what) {
-  auto give_up = std::chrono::steady_clock::now() + 10s;
+void wait_until(Condition&& condition, const char* what, pid_t watched = -1,
+                std::chrono::seconds timeout = 10s) {
+  auto give_up = std::chrono::steady_clock::now() + timeout;
   while (!condition()) {
+    int status = 0;
+    if (watched > 0 && ::waitpid(watched, &status, WNOHANG) == watched && !condition())
+      die(std::string("waiting for ") + what + ": the child ended first, " + exit_text(status));
     if (std::chrono::steady_clock::now() > give_up) die(std::string("timed out: ") + what);
     std::this_thread::sleep_for(50us);
   }
@@ -93,38 +113,63 @@ struct Mechanism {
   std::function<int()> wait;     // in the waiter: set waiter_started, take the lock, stamp
   std::function<void()> queued;  // in the bench: returns once the waiter is queued
   std::vector<double> samples_us;
+  std::chrono::seconds give_up = 10s;  // from the kill to the waiter holding the lock
 };
 
-Mechanism zaris_mechanism(const std::string& name, const std::string& segment) {
-  auto hold = [segment] {
+// In a child: says which step failed and why, and gives its exit code.
+int failed_step(int code, const char* step, const zaris::Error& error) {
+  std::fprintf(stderr, "zaris-failover-bench: %s: %s: %s\n", step,
+               std::string(zaris::errc_name(error.code)).c_str(), error.message.c_str());
+  return code;
+}
+
+// A zaris Mutex at `segment` (a segment or an etcd address), sessions of `ttl`.
+Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
+                          std::chrono::seconds ttl = 10s) {
+  auto hold = [segment, ttl] {
     auto client = zaris::Client::open(segment);
-    if (!client) return 1;
-    auto session = zaris::Session::create(*client, zaris::SessionOptions{10s, {}});
-    if (!session) return 2;
+    if (!client) return failed_step(1, "holder: open", client.error());
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+    if (!session) return failed_step(2, "holder: session", session.error());
     zaris::Mutex mutex(**session, "failover");
-    if (!mutex.lock(10s)) return 3;
+    if (auto locked = mutex.lock(10s); !locked)
+      return failed_step(3, "holder: lock", locked.error());
     g_shared->holder_ready.store(1);
     for (;;) ::pause();
   };
-  auto wait = [segment] {
+  auto wait = [segment, ttl] {
     auto client = zaris::Client::open(segment);
-    if (!client) return 1;
-    auto session = zaris::Session::create(*client, zaris::SessionOptions{10s, {}});
-    if (!session) return 2;
+    if (!client) return failed_step(1, "waiter: open", client.error());
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+    if (!session) return failed_step(2, "waiter: session", session.error());
     zaris::Mutex mutex(**session, "failover");
     g_shared->waiter_started.store(1);
-    if (!mutex.lock(30s)) return 3;
+    if (auto locked = mutex.lock(30s + 2 * ttl); !locked)
+      return failed_step(3, "waiter: lock", locked.error());
     g_shared->acquired_at.store(now_ns());
     (void)mutex.unlock();
     return 0;
   };
+  // Looks from a child of its own: this process opens no client.
   auto queued = [segment] {
-    auto client = zaris::Client::open(segment);
-    if (!client) die("open " + segment);
-    wait_until([&] { return client->get_prefix("failover/")->kvs.size() >= 2; },
-               "the waiter to queue");
+    pid_t looker = spawn([segment] {
+      auto client = zaris::Client::open(segment);
+      if (!client) return failed_step(1, "look: open", client.error());
+      auto give_up = std::chrono::steady_clock::now() + 10s;
+      while (std::chrono::steady_clock::now() < give_up) {
+        auto queue = client->get_prefix("failover/");
+        if (!queue) return failed_step(4, "look: range", queue.error());
+        if (queue->kvs.size() >= 2) return 0;
+        std::this_thread::sleep_for(50us);
+      }
+      return 4;
+    });
+    int status = 0;
+    ::waitpid(looker, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      die("the waiter did not queue: the child looking " + exit_text(status));
   };
-  return Mechanism{name, hold, wait, queued, {}};
+  return Mechanism{name, hold, wait, queued, {}, 10s + 2 * ttl};
 }
 
 Mechanism flock_mechanism(const std::string& path) {
@@ -155,8 +200,10 @@ Mechanism robust_mechanism() {
     g_shared->waiter_started.store(1);
     int rc = pthread_mutex_lock(&g_shared->robust);
     g_shared->acquired_at.store(now_ns());
-    if (rc == EOWNERDEAD) pthread_mutex_consistent(&g_shared->robust);
-    else if (rc != 0) return 1;
+    if (rc == EOWNERDEAD)
+      pthread_mutex_consistent(&g_shared->robust);
+    else if (rc != 0)
+      return 1;
     pthread_mutex_unlock(&g_shared->robust);
     return 0;
   };
@@ -179,14 +226,15 @@ double trial(Mechanism& m) {
   g_shared->waiter_started.store(0);
   g_shared->acquired_at.store(0);
   pid_t holder = spawn(m.hold);
-  wait_until([] { return g_shared->holder_ready.load() == 1; }, "the holder");
+  wait_until([] { return g_shared->holder_ready.load() == 1; }, "the holder", holder);
   pid_t waiter = spawn(m.wait);
-  wait_until([] { return g_shared->waiter_started.load() == 1; }, "the waiter");
+  wait_until([] { return g_shared->waiter_started.load() == 1; }, "the waiter", waiter);
   m.queued();
   std::this_thread::sleep_for(2ms);  // let the waiter fall asleep
   std::int64_t killed_at = now_ns();
   ::kill(holder, SIGKILL);
-  wait_until([] { return g_shared->acquired_at.load() != 0; }, "the waiter to take the lock");
+  wait_until([] { return g_shared->acquired_at.load() != 0; }, "the waiter to take the lock",
+             waiter, m.give_up);
   double us = static_cast<double>(g_shared->acquired_at.load() - killed_at) / 1000.0;
   reap(holder);
   reap(waiter);
@@ -200,33 +248,9 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int trials = 200;
-  std::string json_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--trials" && i + 1 < argc) {
-      trials = std::atoi(argv[++i]);
-    } else if (arg == "--json" && i + 1 < argc) {
-      json_path = argv[++i];
-    } else if (arg == "--help" || arg == "-h") {
-      std::puts("usage: zaris-failover-bench [--trials N] [--json FILE]");
-      return 0;
-    } else {
-      std::fprintf(stderr, "zaris-failover-bench: unknown argument %s (see --help)\n", argv[i]);
-      return 2;
-    }
-  }
-  if (trials < 1) die("--trials must be at least 1");
-
-  void* map = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                     -1, 0);
-  if (map == MAP_FAILED) die("mmap failed");
-  g_shared = new (map) Shared{};
-  init_robust(g_shared->robust);
-
+// The shared-memory mechanisms, their segments and the janitor's process;
+// `cleanup` removes them.
+std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
   const std::string tag = std::to_string(::getpid());
   const std::string with = "zaris-failover-" + tag + "-janitor";
   const std::string without = "zaris-failover-" + tag + "-plain";
@@ -248,21 +272,77 @@ int main(int argc, char** argv) {
     if (!running) return 2;
     for (;;) ::pause();
   });
-  wait_until([&] { return a->info()->janitor_pid.has_value(); }, "the janitor");
+  wait_until([&] { return a->info()->janitor_pid.has_value(); }, "the janitor", janitor);
+  cleanup = [=] {
+    ::kill(janitor, SIGKILL);
+    reap(janitor);
+    (void)zaris::Client::destroy(with);
+    (void)zaris::Client::destroy(without);
+    ::unlink(flock_path.c_str());
+  };
 
   std::vector<Mechanism> mechanisms;
   mechanisms.push_back(zaris_mechanism("zaris_janitor", with));
   mechanisms.push_back(zaris_mechanism("zaris_no_janitor", without));
   mechanisms.push_back(flock_mechanism(flock_path));
   mechanisms.push_back(robust_mechanism());
+  return mechanisms;
+}
+
+constexpr const char* kUsage =
+    "usage: zaris-failover-bench [--trials N] [--json FILE] [--uri etcd://HOST:PORT[/PREFIX] "
+    "[--ttl SECONDS]]";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int trials = 200;
+  std::string json_path;
+  std::string uri;
+  int ttl_seconds = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--trials" && i + 1 < argc) {
+      trials = std::atoi(argv[++i]);
+    } else if (arg == "--json" && i + 1 < argc) {
+      json_path = argv[++i];
+    } else if (arg == "--uri" && i + 1 < argc) {
+      uri = argv[++i];
+    } else if (arg == "--ttl" && i + 1 < argc) {
+      ttl_seconds = std::atoi(argv[++i]);
+    } else if (arg == "--help" || arg == "-h") {
+      std::puts(kUsage);
+      return 0;
+    } else {
+      std::fprintf(stderr, "zaris-failover-bench: unknown argument %s (see --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (trials < 1) die("--trials must be at least 1");
+  if (ttl_seconds < 1) die("--ttl must be a whole number of seconds, at least 1");
+  if (!uri.empty() && uri.rfind("etcd://", 0) != 0)
+    die("--uri takes an etcd://HOST:PORT[,...][/PREFIX] address");
+
+  void* map =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) die("mmap failed");
+  g_shared = new (map) Shared{};
+  init_robust(g_shared->robust);
+
+  std::vector<Mechanism> mechanisms;
+  std::function<void()> cleanup = [] {};
+  const std::chrono::seconds ttl(ttl_seconds);
+  if (uri.empty()) {
+    mechanisms = shm_mechanisms(cleanup);
+  } else {
+    // Under a prefix of its own unless the address names one.
+    if (uri.find('/', 7) == std::string::npos)
+      uri += "/zaris-failover-" + std::to_string(::getpid());
+    mechanisms.push_back(zaris_mechanism("zaris_etcd", uri, ttl));
+  }
   for (int t = 0; t < trials; ++t)
     for (auto& m : mechanisms) m.samples_us.push_back(trial(m));
-
-  ::kill(janitor, SIGKILL);
-  reap(janitor);
-  (void)zaris::Client::destroy(with);
-  (void)zaris::Client::destroy(without);
-  ::unlink(flock_path.c_str());
+  cleanup();
 
   std::printf("failover: SIGKILL of the holder to the next waiter holding the lock, %d trials\n",
               trials);
@@ -278,7 +358,20 @@ int main(int argc, char** argv) {
                   i == 0 ? "" : ", ", m.name.c_str(), median, p99);
     json += entry;
   }
-  json += "}}\n";
+  json += "}";
+  if (!uri.empty()) {
+    // etcd expires a lease up to 500 ms late (its expiry loop): the budget.
+    const double budget_us = static_cast<double>(ttl_seconds) * 1e6 + 600'000.0;
+    const double worst =
+        *std::max_element(mechanisms[0].samples_us.begin(), mechanisms[0].samples_us.end());
+    std::printf("session TTL %d s: budget TTL + 600 ms = %.1f us; worst trial %.1f us: %s\n",
+                ttl_seconds, budget_us, worst, worst <= budget_us ? "within" : "OVER");
+    char entry[160];
+    std::snprintf(entry, sizeof entry, ", \"ttl_s\": %d, \"budget_us\": %.1f, \"max_us\": %.1f",
+                  ttl_seconds, budget_us, worst);
+    json += entry;
+  }
+  json += "}\n";
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << json;

@@ -31,9 +31,13 @@
 #include <utility>
 #include <vector>
 
+#include "rows.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
+
+using zaris::bench::describe;
+using zaris::bench::failed;
 
 using namespace std::chrono_literals;
 
@@ -49,11 +53,6 @@ std::string key_name(std::uint64_t number) {
   char text[17];
   std::snprintf(text, sizeof text, "k:%014llu", static_cast<unsigned long long>(number));
   return std::string(text, 16);
-}
-
-std::string describe(const char* what, const zaris::Error& error) {
-  return std::string(what) + ": " + std::string(zaris::errc_name(error.code)) + ": " +
-         error.message;
 }
 
 std::string describe_errno(const char* what, int error) {
@@ -146,13 +145,6 @@ Population* populated(benchmark::State& state, const char* benchmark) {
   return g_population.get();
 }
 
-template <typename T>
-bool failed(benchmark::State& state, const zaris::Result<T>& result, const char* what) {
-  if (result.ok()) return false;
-  state.SkipWithError(describe(what, result.error()).c_str());
-  return true;
-}
-
 // Renewal of one live lease among N: the heartbeat every lease holder pays.
 void BM_KeepAlive(benchmark::State& state) {
   Population* population = populated(state, "KeepAlive");
@@ -206,41 +198,17 @@ void BM_PutWithLease(benchmark::State& state) {
   }
 }
 
-// A transaction of two compares and two puts: if two neighbouring keys in the
-// middle of the N still have the versions last seen of them, overwrite both
-// with 64-byte values attached to their own live leases, in one step. The
-// TxnResult is reused, so no allocation is timed; the compares' operands move
-// on by one per iteration, as each put adds one to its key's version, so every
-// transaction succeeds and writes.
+// A transaction of two compares and two puts (time_two_put_txn, rows.hpp) on
+// two neighbouring keys in the middle of the N, each with its own lease.
 void BM_Txn(benchmark::State& state) {
   if (state.range(0) < 2) return state.SkipWithError("BM_Txn needs N of at least 2");
   Population* population = populated(state, "Txn");
   if (population == nullptr) return;
-  zaris::Client& client = *population->client;
-  const std::string value(kValueBytes, 't');
-
-  zaris::Txn txn;
-  zaris::KeyValue seen;
-  for (std::uint64_t i : {population->middle() - 1, population->middle()}) {
-    const std::string key = key_name(2 * i);
-    auto found = client.get(key, seen);
-    if (failed(state, found, "get")) return;
-    if (!*found) return state.SkipWithError("get: a live key was not found");
-    txn.when(zaris::Compare::version(key) == seen.version);
-    txn.then(zaris::TxnOp::put(key, value, population->leases[i]));
-  }
-  zaris::TxnResult out;
-
-  for (auto _ : state) {
-    auto done = client.txn(txn, out);
-    if (failed(state, done, "txn")) break;
-    if (!out.succeeded) {
-      state.SkipWithError("txn: a compare of a key's version did not hold");
-      break;
-    }
-    for (zaris::Compare& compare : txn.compares) ++compare.number;
-    benchmark::DoNotOptimize(out.revision);
-  }
+  const std::uint64_t middle = population->middle();
+  const zaris::bench::KeyOnLease keys[2] = {
+      {key_name(2 * (middle - 1)), population->leases[middle - 1]},
+      {key_name(2 * middle), population->leases[middle]}};
+  zaris::bench::time_two_put_txn(state, *population->client, keys, std::string(kValueBytes, 't'));
 }
 
 // A short-lived lease with no keys: grant, then revoke.
