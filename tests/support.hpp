@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -38,6 +39,16 @@ inline std::ostream& operator<<(std::ostream& out, DeleteReason reason) {
 }  // namespace zaris
 
 namespace zaris::test {
+
+// A session of the client, renewed every TTL/3; fails the test if it cannot
+// be created.
+inline std::unique_ptr<Session> session(Client& client,
+                                        std::chrono::nanoseconds ttl = std::chrono::seconds(10),
+                                        std::function<void()> on_lost = {}) {
+  auto s = Session::create(client, SessionOptions{ttl, std::move(on_lost)});
+  BOOST_REQUIRE(s.ok());
+  return std::move(*s);
+}
 
 inline std::string unique_segment_name(const std::string& tag) {
   static std::atomic<int> counter{0};

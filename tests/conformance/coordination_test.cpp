@@ -13,18 +13,8 @@ using zaris::Session;
 using zaris::SessionOptions;
 using zaris::test::EngineFixture;
 using zaris::test::eventually;
+using zaris::test::session;
 using zaris::test::on_shm;
-
-namespace {
-
-std::unique_ptr<Session> session(zaris::Client& client, std::chrono::nanoseconds ttl = 10s,
-                                 std::function<void()> on_lost = {}) {
-  auto s = Session::create(client, SessionOptions{ttl, std::move(on_lost)});
-  BOOST_REQUIRE(s.ok());
-  return std::move(*s);
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_SUITE(coordination)
 

@@ -165,4 +165,54 @@ BOOST_AUTO_TEST_CASE(a_lock_a_lease_and_a_watcher_outlive_the_leaders_death) {
   BOOST_TEST(live == replay, boost::test_tools::per_element());
 }
 
+// Two of three members killed: no quorum. Calls fail with unavailable,
+// within the call timeout; a transaction is applied whole or not at all; and
+// a session is lost only once its lease can no longer be alive, never at the
+// first failed renewal.
+BOOST_AUTO_TEST_CASE(without_quorum_calls_are_unavailable_and_a_session_outlives_its_failures) {
+  EtcdClusterOptions options;
+  options.members = 3;
+  EtcdCluster cluster(options);
+  const std::size_t leader = cluster.leader();
+  const std::string address = address_leader_first(cluster, leader, "quorum");
+  Client client = open(address);
+  std::atomic<bool> lost{false};
+  auto session = Session::create(client, {3s, [&] { lost = true; }});
+  BOOST_REQUIRE(session);
+  BOOST_REQUIRE(client.put("k", "before"));
+
+  std::vector<std::size_t> killed;
+  for (std::size_t m = 0; m < cluster.size() && killed.size() < 2; ++m)
+    if (m != leader) killed.push_back(m);
+  const auto cut = std::chrono::steady_clock::now();
+  for (std::size_t m : killed) cluster.kill(m);
+  // Renewals fail from the cut on; the lease was renewed at most TTL/3
+  // before it, so it is alive for 2 s at least after it: not lost yet.
+  std::this_thread::sleep_for(500ms);
+  BOOST_TEST(!lost.load());
+
+  auto put = client.put("k", "during");
+  BOOST_TEST((put.code() == Errc::unavailable), (put ? "applied" : put.error().message));
+  auto txn = client.txn(zaris::Txn()
+                            .then(zaris::TxnOp::put("t/1", "x"))
+                            .then(zaris::TxnOp::put("t/2", "x")));
+  BOOST_TEST((txn.code() == Errc::unavailable));
+  BOOST_TEST((std::chrono::steady_clock::now() - cut < 15s));
+  // Lost once the TTL has passed since the last renewal.
+  const auto give_up = cut + 20s;
+  while (!lost.load() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(50ms);
+  BOOST_TEST(lost.load());
+  BOOST_TEST((std::chrono::steady_clock::now() - cut >= 1500ms));
+
+  for (std::size_t m : killed) cluster.restart(m);
+  BOOST_REQUIRE_MESSAGE(client.put("k", "after"), "a put once quorum is back");
+  // Whatever the cut did to them, the transaction's writes are all there or
+  // none is.
+  auto t1 = client.get("t/1");
+  auto t2 = client.get("t/2");
+  BOOST_REQUIRE(t1 && t2);
+  BOOST_TEST(t1->has_value() == t2->has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

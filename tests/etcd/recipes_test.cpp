@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "etcd_cluster.hpp"
+#include "backend_support.hpp"
 #include "zaris/zaris.hpp"
 
 using namespace std::chrono_literals;
@@ -26,24 +26,10 @@ using zaris::Errc;
 using zaris::Mutex;
 using zaris::Session;
 using zaris::test::EtcdCluster;
+using zaris::test::OneMember;
+using zaris::test::open;
 
 namespace {
-
-struct OneMember {
-  OneMember() { cluster = new EtcdCluster(); }
-  ~OneMember() {
-    delete cluster;
-    cluster = nullptr;
-  }
-  static inline EtcdCluster* cluster = nullptr;
-};
-
-Client open(const std::string& prefix) {
-  const std::string address = "etcd://" + OneMember::cluster->endpoint(0) + "/" + prefix;
-  auto client = Client::open(address);
-  BOOST_REQUIRE_MESSAGE(client, "open " << address);
-  return std::move(*client);
-}
 
 std::unique_ptr<Session> session(Client& client) {
   auto s = Session::create(client);
