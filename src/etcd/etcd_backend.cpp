@@ -151,6 +151,7 @@ Result<void> EtcdBackend::txn(const Txn& txn, TxnResult& out) {
 }
 
 Result<SegmentInfo> EtcdBackend::info() {
+  if (connection_->forked()) return connection_->forked_error();
   return cluster_status(address_);
 }
 

@@ -76,12 +76,16 @@ Result<void> KeepAliveStream::ensure_open(std::chrono::system_clock::time_point 
   auto stream = std::make_unique<Stream>();
   // A member cut off from the leader ends the stream instead of going quiet.
   stream->context.AddMetadata("hasleader", "true");
+  {
+    // Live before the call starts, which can wait for a connection: a caller
+    // stuck behind it, or the destructor, cancels it.
+    std::lock_guard lock(mutex_);
+    live_ = stream.get();
+  }
   stream->rpc = connection_.lease().LeaseKeepAlive(&stream->context);
   stream_ = std::move(stream);
   write_failed_ = false;
   fresh = true;
-  std::lock_guard lock(mutex_);
-  live_ = stream_.get();
   return {};
 }
 

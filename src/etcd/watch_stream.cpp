@@ -74,6 +74,10 @@ Result<std::shared_ptr<WatchStream::Sink>> WatchStream::add(std::string begin, s
       if (!thread_) {
         down_since_ = Clock::now();
         thread_ = std::make_unique<std::thread>([this] { run(); });
+      } else if (sinks_.empty() && down_since_) {
+        // Nobody waited on the stream while it was idle: its time to answer
+        // starts with this watch.
+        down_since_ = Clock::now();
       }
       sink->id = ++last_id_;
       sinks_.emplace(sink->id, sink);
@@ -118,6 +122,7 @@ void WatchStream::send_pending() noexcept {
         create->set_range_end(sink->end);
         create->set_start_revision(sink->next);
         create->set_prev_kv(true);  // a DELETE's lease and create revision
+        create->set_progress_notify(true);  // an idle watch still moves on
         create->set_watch_id(id);
       }
     }
@@ -163,7 +168,6 @@ void WatchStream::run() noexcept {
       std::lock_guard lock(mutex_);
       ++generation_;
       writable_ = stream.get();
-      down_since_.reset();
       cancels_.clear();  // the watches to cancel were on the stream before
     }
     send_pending();
@@ -182,7 +186,9 @@ void WatchStream::run() noexcept {
       std::lock_guard lock(mutex_);
       writable_ = nullptr;
       live_ = nullptr;
-      down_since_ = Clock::now();
+      // Down since the first failure: a member that refuses every stream
+      // (no leader) does not restart the count with each try.
+      if (!down_since_) down_since_ = Clock::now();
       changed_.notify_all();  // a waiter's deadline for "down too long" starts now
     }
     (void)stream->rpc->Finish();
@@ -194,6 +200,7 @@ void WatchStream::run() noexcept {
 
 void WatchStream::dispatch(const pb::WatchResponse& response) {
   std::lock_guard lock(mutex_);
+  down_since_.reset();  // the stream answers: it is up
   auto found = sinks_.find(response.watch_id());
   if (found == sinks_.end()) return;  // removed: its last events are dropped
   Sink& sink = *found->second;
@@ -202,6 +209,11 @@ void WatchStream::dispatch(const pb::WatchResponse& response) {
     // A resumed watch starts after what was queued; one revision never
     // spans two responses (no fragmenting is asked for).
     const std::int64_t from = sink.next;
+    // A progress notification (no events, not a create or a cancel): etcd
+    // has sent every event of this watch up to the header's revision, so a
+    // new stream resumes after it, not at a revision since compacted.
+    if (response.events_size() == 0 && !response.created() && !response.canceled())
+      sink.next = std::max(sink.next, response.header().revision() + 1);
     for (const mvccpb::Event& in : response.events()) {
       const std::int64_t revision = in.kv().mod_revision();
       if (revision < from) continue;
@@ -231,6 +243,7 @@ bool WatchStream::down_too_long_locked(Clock::time_point now) const {
 
 Result<bool> WatchStream::wait_any(std::span<const std::shared_ptr<Sink>> sinks,
                                    Clock::time_point deadline) {
+  const auto entry = Clock::now();
   std::unique_lock lock(mutex_);
   for (;;) {
     const Error* error = nullptr;
@@ -239,14 +252,18 @@ Result<bool> WatchStream::wait_any(std::span<const std::shared_ptr<Sink>> sinks,
       if (sink->error && error == nullptr) error = &*sink->error;
     }
     if (error != nullptr) return *error;
+    // Down for kCallTimeout: unavailable, once this call has waited as long
+    // as a unary call would for a member to come back (or has no time left),
+    // so that a caller who retries does not spin.
     const auto now = Clock::now();
-    if (down_too_long_locked(now))
+    if (down_too_long_locked(now) && (now >= deadline || now - entry >= kCallTimeout))
       return Error{Errc::unavailable, "watch on etcd at " + connection_.endpoints() +
                                           ": no member answered for " +
                                           std::to_string(kCallTimeout.count()) + " s"};
     if (now >= deadline) return false;
     auto until = deadline;
-    if (down_since_) until = std::min(until, *down_since_ + kCallTimeout);
+    if (down_since_)
+      until = std::min(until, std::max(*down_since_, entry) + kCallTimeout);
     changed_.wait_until(lock, until);
   }
 }

@@ -116,6 +116,9 @@ Result<bool> EtcdBackend::wait_for_keys(std::span<const Client::Seen> keys,
   }
   if (changed) changed = watches_->wait_any(sinks, deadline);
   for (const auto& sink : sinks) watches_->remove(sink);
+  // History compacted past the revision read: something may have changed
+  // meanwhile; the caller reads the keys again.
+  if (changed.code() == Errc::compacted) return true;
   return changed;
 }
 

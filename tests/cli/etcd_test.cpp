@@ -302,7 +302,8 @@ BOOST_AUTO_TEST_CASE(an_unreachable_endpoint_fails_within_the_call_deadline_nami
     auto o = run(all);
     const auto took = std::chrono::steady_clock::now() - start;
     expect_failure(o, endpoint);
-    BOOST_TEST((took < 6500ms),
+    // The call's 5 s deadline, and the start of a process on a loaded machine.
+    BOOST_TEST((took < 9s),
                args[0] << " took "
                        << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                        << " ms");

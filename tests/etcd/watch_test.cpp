@@ -296,6 +296,43 @@ BOOST_AUTO_TEST_CASE(a_watcher_of_a_dead_cluster_is_unavailable_and_its_client_e
   BOOST_CHECK(std::chrono::steady_clock::now() - start < 25s);
 }
 
+// An idle watcher's place moves on with etcd's progress notifications: once
+// history is compacted past the revision it was made at, a new stream
+// resumes it after the notified revision, not at a compacted one.
+BOOST_AUTO_TEST_CASE(an_idle_watcher_survives_a_compaction_and_a_restart) {
+  zaris::test::EtcdClusterOptions options;
+  options.extra_flags = {"--experimental-watch-progress-notify-interval=100ms"};
+  EtcdCluster own(options);
+  auto client = Client::open("etcd://" + own.endpoint(0) + "/idle");
+  BOOST_REQUIRE(client);
+  auto watcher = client->watch("quiet");
+  BOOST_REQUIRE(watcher);
+  std::uint64_t last = 0;
+  for (int i = 0; i < 5; ++i) last = put(*client, "busy", std::to_string(i));
+  // Until the watcher's place has passed the busy keys' revisions.
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (watcher->next_revision() <= last && std::chrono::steady_clock::now() < give_up) {
+    auto none = watcher->wait(50ms);
+    BOOST_REQUIRE(none && none->empty());
+  }
+  BOOST_REQUIRE_GT(watcher->next_revision(), last);
+  {
+    auto kv = pb::KV::NewStub(own.channel(0));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 5s);
+    pb::CompactionRequest request;
+    request.set_revision(static_cast<std::int64_t>(last));
+    pb::CompactionResponse response;
+    BOOST_REQUIRE(kv->Compact(&context, request, &response).ok());
+  }
+  own.kill(0);
+  own.restart(0);
+  put(*client, "quiet", "now");
+  auto events = read_events(*watcher, 1, 20s);
+  BOOST_REQUIRE_MESSAGE(events.size() == 1, describe(events));
+  BOOST_CHECK_EQUAL(events[0].kv.value, "now");
+}
+
 BOOST_AUTO_TEST_CASE(a_fork_child_touches_nothing_of_its_parents_client) {
   EtcdCluster own;
   auto client = Client::open("etcd://" + own.endpoint(0) + "/fork");
