@@ -33,7 +33,10 @@
 namespace zaris::segment {
 
 inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG" little-endian
-inline constexpr std::uint32_t kLayoutVersion = 7;
+// 8: contender keys name their lease as etcd's recipes do (NAME/<%x>, no
+// padding): a process of version 7 would not see them, nor they its keys, so
+// the two must not share a segment's locks.
+inline constexpr std::uint32_t kLayoutVersion = 8;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
