@@ -13,6 +13,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cerrno>
 #include <chrono>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -39,6 +40,21 @@ inline std::ostream& operator<<(std::ostream& out, DeleteReason reason) {
 }  // namespace zaris
 
 namespace zaris::test {
+
+// The next `count` events of `watcher`, fewer only if `timeout` passes.
+// Reads take at most what is still missing, so the watcher's place after
+// them is exact.
+inline std::vector<Event> await_events(Watcher& watcher, std::size_t count,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::vector<Event> events;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (events.size() < count && std::chrono::steady_clock::now() < give_up) {
+    auto got = watcher.wait(std::chrono::milliseconds(100), count - events.size());
+    BOOST_REQUIRE_MESSAGE(got, "watch: " << (got ? "" : got.error().message));
+    for (Event& e : *got) events.push_back(std::move(e));
+  }
+  return events;
+}
 
 // A session of the client, renewed every TTL/3; fails the test if it cannot
 // be created.

@@ -140,17 +140,6 @@ void EngineFixture::require_consistent() {
   BOOST_REQUIRE(violations->empty());
 }
 
-std::vector<Event> await_events(Watcher& watcher, std::size_t count) {
-  std::vector<Event> events;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (events.size() < count && std::chrono::steady_clock::now() < give_up) {
-    auto got = watcher.wait(std::chrono::milliseconds(100), count - events.size());
-    BOOST_REQUIRE_MESSAGE(got, "watch: " << (got ? "" : got.error().message));
-    for (Event& e : *got) events.push_back(std::move(e));
-  }
-  return events;
-}
-
 bool nothing_more(Watcher& watcher) {
   auto got = on_shm() ? watcher.poll() : watcher.wait(std::chrono::milliseconds(300));
   BOOST_REQUIRE_MESSAGE(got, "watch: " << (got ? "" : got.error().message));

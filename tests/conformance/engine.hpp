@@ -41,11 +41,9 @@ inline std::string reason_seen(DeleteReason reason) {
   return on_shm() ? std::string(delete_reason_name(reason)) : std::string("unknown");
 }
 
-// The next `count` events of `watcher` (fewer only if 10 s pass): a segment
-// has them when its watcher is made; etcd sends them over the client's
-// watch stream, a history replay up to 100 ms later. Reads take at most what
-// is still missing, so a watcher's place after them is exact.
-std::vector<Event> await_events(Watcher& watcher, std::size_t count);
+// await_events (support.hpp) reads a watcher's next events: a segment has
+// them when its watcher is made; etcd sends them over the client's watch
+// stream, a history replay up to 100 ms later.
 // True if `watcher` has no further event: none now on shared memory, none
 // within 300 ms on etcd (where one could still be on its way).
 bool nothing_more(Watcher& watcher);

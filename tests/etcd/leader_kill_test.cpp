@@ -36,6 +36,21 @@ std::string address_leader_first(const EtcdCluster& cluster, std::size_t leader,
   return address + "/" + prefix;
 }
 
+// Three members, and the address of each with the leader first.
+struct LeaderFirst {
+  explicit LeaderFirst(const std::string& prefix)
+      : cluster(three()), leader(cluster.leader()),
+        address(address_leader_first(cluster, leader, prefix)) {}
+  static EtcdClusterOptions three() {
+    EtcdClusterOptions options;
+    options.members = 3;
+    return options;
+  }
+  EtcdCluster cluster;
+  std::size_t leader;
+  std::string address;
+};
+
 Client open(const std::string& address) {
   auto client = Client::open(address);
   BOOST_REQUIRE_MESSAGE(client, "open " << address << ": "
@@ -69,11 +84,10 @@ std::vector<std::string> read_through(Watcher& watcher, std::uint64_t last) {
 BOOST_AUTO_TEST_SUITE(etcd_leader_kill)
 
 BOOST_AUTO_TEST_CASE(a_lock_a_lease_and_a_watcher_outlive_the_leaders_death) {
-  EtcdClusterOptions options;
-  options.members = 3;
-  EtcdCluster cluster(options);
-  const std::size_t leader = cluster.leader();
-  const std::string address = address_leader_first(cluster, leader, "failover");
+  LeaderFirst members("failover");
+  EtcdCluster& cluster = members.cluster;
+  const std::size_t leader = members.leader;
+  const std::string& address = members.address;
 
   Client holder_client = open(address);
   Client waiter_client = open(address);
@@ -170,11 +184,10 @@ BOOST_AUTO_TEST_CASE(a_lock_a_lease_and_a_watcher_outlive_the_leaders_death) {
 // a session is lost only once its lease can no longer be alive, never at the
 // first failed renewal.
 BOOST_AUTO_TEST_CASE(without_quorum_calls_are_unavailable_and_a_session_outlives_its_failures) {
-  EtcdClusterOptions options;
-  options.members = 3;
-  EtcdCluster cluster(options);
-  const std::size_t leader = cluster.leader();
-  const std::string address = address_leader_first(cluster, leader, "quorum");
+  LeaderFirst members("quorum");
+  EtcdCluster& cluster = members.cluster;
+  const std::size_t leader = members.leader;
+  const std::string& address = members.address;
   Client client = open(address);
   std::atomic<bool> lost{false};
   std::atomic<std::chrono::steady_clock::rep> lost_at{0};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend_support.hpp"
+#include "support.hpp"
 #include "etcdserverpb/rpc.grpc.pb.h"
 #include "zaris/zaris.hpp"
 
@@ -27,23 +28,11 @@ using zaris::WatchOptions;
 using zaris::Watcher;
 using zaris::test::EtcdCluster;
 using zaris::test::OneMember;
+using zaris::test::await_events;
 using zaris::test::open;
 namespace pb = etcdserverpb;
 
 namespace {
-
-// Reads until `count` events came or `timeout` passed.
-std::vector<Event> read_events(Watcher& watcher, std::size_t count,
-                               std::chrono::milliseconds timeout = 10s) {
-  std::vector<Event> events;
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
-  while (events.size() < count && std::chrono::steady_clock::now() < give_up) {
-    auto got = watcher.wait(100ms, count - events.size());
-    BOOST_REQUIRE_MESSAGE(got, (got ? "" : got.error().message));
-    for (Event& e : *got) events.push_back(std::move(e));
-  }
-  return events;
-}
 
 std::string describe(const std::vector<Event>& events) {
   std::string out;
@@ -78,7 +67,7 @@ BOOST_AUTO_TEST_CASE(a_watcher_sees_puts_and_deletes_in_order_with_their_revisio
   const auto second = put(client, "k", "2", Put::with_lease(*lease));
   auto deleted = client.del("k");
   BOOST_REQUIRE(deleted);
-  auto events = read_events(*watcher, 3);
+  auto events = await_events(*watcher, 3);
   BOOST_REQUIRE_MESSAGE(events.size() == 3, describe(events));
   BOOST_CHECK(events[0].type == EventType::put && events[0].kv.value == "1");
   BOOST_CHECK_EQUAL(events[0].revision, first);
@@ -109,7 +98,7 @@ BOOST_AUTO_TEST_CASE(a_prefix_watcher_from_a_past_revision_replays_history_under
   auto watcher = client.watch("dir/", WatchOptions{true, first});
   BOOST_REQUIRE(watcher);
   put(client, "dir/c", "3");
-  auto events = read_events(*watcher, 3);
+  auto events = await_events(*watcher, 3);
   BOOST_REQUIRE_MESSAGE(events.size() == 3, describe(events));
   BOOST_CHECK_EQUAL(events[0].kv.key, "dir/a");
   BOOST_CHECK_EQUAL(events[1].kv.key, "dir/b");
@@ -123,7 +112,7 @@ BOOST_AUTO_TEST_CASE(a_watcher_from_now_misses_what_came_before_and_nothing_afte
   auto watcher = client.watch("k");
   BOOST_REQUIRE(watcher);
   put(client, "k", "after");
-  auto events = read_events(*watcher, 1);
+  auto events = await_events(*watcher, 1);
   BOOST_REQUIRE_EQUAL(events.size(), 1u);
   BOOST_CHECK_EQUAL(events[0].kv.value, "after");
 }
@@ -137,7 +126,7 @@ BOOST_AUTO_TEST_CASE(one_txn_is_one_revision_and_its_events_all_come) {
                              .then(zaris::TxnOp::put("b", "2"))
                              .then(zaris::TxnOp::put("c", "3")));
   BOOST_REQUIRE(done);
-  auto events = read_events(*watcher, 3);
+  auto events = await_events(*watcher, 3);
   BOOST_REQUIRE_MESSAGE(events.size() == 3, describe(events));
   for (const Event& e : events) BOOST_CHECK_EQUAL(e.revision, done->revision);
   BOOST_CHECK_EQUAL(watcher->next_revision(), done->revision + 1);
@@ -169,7 +158,7 @@ BOOST_AUTO_TEST_CASE(a_watcher_from_a_compacted_revision_gets_compacted_with_the
   // From the compaction on, history is there.
   auto from_last = client.watch("k", WatchOptions{false, last});
   BOOST_REQUIRE(from_last);
-  auto replay = read_events(*from_last, 1);
+  auto replay = await_events(*from_last, 1);
   BOOST_REQUIRE_EQUAL(replay.size(), 1u);
   BOOST_CHECK_EQUAL(replay[0].kv.value, "2");
 }
@@ -260,13 +249,13 @@ BOOST_AUTO_TEST_CASE(a_watcher_resumes_after_its_member_restarts_missing_nothing
   auto watcher = client->watch("k");
   BOOST_REQUIRE(watcher);
   put(*client, "k", "1");
-  auto first = read_events(*watcher, 1);
+  auto first = await_events(*watcher, 1);
   BOOST_REQUIRE_EQUAL(first.size(), 1u);
   put(*client, "k", "2");  // queued or not yet: either way seen once
   own.kill(0);
   own.restart(0);
   put(*client, "k", "3");
-  auto rest = read_events(*watcher, 2, 20s);
+  auto rest = await_events(*watcher, 2, 20s);
   BOOST_REQUIRE_MESSAGE(rest.size() == 2, describe(rest));
   BOOST_CHECK_EQUAL(rest[0].kv.value, "2");
   BOOST_CHECK_EQUAL(rest[1].kv.value, "3");
@@ -328,7 +317,7 @@ BOOST_AUTO_TEST_CASE(an_idle_watcher_survives_a_compaction_and_a_restart) {
   own.kill(0);
   own.restart(0);
   put(*client, "quiet", "now");
-  auto events = read_events(*watcher, 1, 20s);
+  auto events = await_events(*watcher, 1, 20s);
   BOOST_REQUIRE_MESSAGE(events.size() == 1, describe(events));
   BOOST_CHECK_EQUAL(events[0].kv.value, "now");
 }
@@ -361,7 +350,7 @@ BOOST_AUTO_TEST_CASE(a_fork_child_touches_nothing_of_its_parents_client) {
   // The parent's streams go on.
   BOOST_CHECK(client->leases().keep_alive(*lease));
   put(*client, "k", "parent");
-  auto events = read_events(*watcher, 1);
+  auto events = await_events(*watcher, 1);
   BOOST_REQUIRE_EQUAL(events.size(), 1u);
   BOOST_CHECK_EQUAL(events[0].kv.value, "parent");
 }
