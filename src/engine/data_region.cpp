@@ -1,0 +1,306 @@
+// The data region's buddy allocator (docs/memory.md, "The allocator").
+#include "engine/data_region.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "segment/read_once.hpp"
+
+namespace zaris::engine {
+
+using segment::abort_corrupt;
+using segment::kNone;
+using segment::Tx;
+
+namespace {
+
+constexpr std::uint64_t kAreaUnitsLimit = std::uint64_t{1} << 31;  // 64 GiB of blocks
+
+constexpr std::uint64_t block_bytes(std::uint32_t order) {
+  return std::uint64_t{kBlockUnit} << order;
+}
+
+// The smallest order whose block holds `length` bytes after its header.
+std::uint32_t order_for(std::uint32_t length) {
+  const std::uint64_t need = std::uint64_t{length} + sizeof(BlockHeader);
+  std::uint32_t order = 0;
+  while (block_bytes(order) < need) ++order;
+  return order;
+}
+
+bool is_free(std::uint32_t tag) { return (tag & ~0xffu) == kBlockFree; }
+bool is_used(std::uint32_t tag) { return (tag & ~0xffu) == kBlockUsed; }
+std::uint32_t order_of(std::uint32_t tag) { return tag & 0xffu; }
+
+std::string n(std::uint64_t v) { return std::to_string(v); }
+
+// The journal's worst case (a record is 16 bytes and the old value, padded
+// to 8): an allocation unlinks a block (3 links), splits 16 times (the old
+// head's prev, the half's header, the head) and writes its header and 3
+// totals; a free writes 3 totals, unlinks 16 buddies and pushes once.
+constexpr std::uint64_t kLinkRecord = 16 + 8;
+constexpr std::uint64_t kHeaderRecord = 16 + sizeof(BlockHeader);
+constexpr std::uint64_t kPushRecords = 2 * kLinkRecord + kHeaderRecord;
+static_assert(DataRegion::kMaxJournalBytes >=
+              3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + 3 * kLinkRecord);
+static_assert(DataRegion::kMaxJournalBytes >=
+              3 * kLinkRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
+
+}  // namespace
+
+DataRegion::DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept
+    : base_(base),
+      offset_(offset),
+      bytes_(bytes),
+      units_(bytes < kMinRegionBytes
+                 ? 0
+                 : std::min((bytes - sizeof(DataRegionHeader)) / kBlockUnit, kAreaUnitsLimit)) {}
+
+DataRegionHeader& DataRegion::header() const {
+  auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
+  if (segment::read_once(h.area_units) != units_ || units_ == 0) [[unlikely]]
+    abort_corrupt("data region header names " + n(segment::read_once(h.area_units)) +
+                  " units, the layout " + n(units_));
+  return h;
+}
+
+BlockHeader& DataRegion::block(std::uint32_t index) const {
+  if (index >= units_) [[unlikely]]
+    abort_corrupt("data block index " + n(index) + " out of range");
+  return *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                         std::uint64_t{index} * kBlockUnit);
+}
+
+BlockHeader& DataRegion::free_block(std::uint32_t index, std::uint32_t order,
+                                    const char* via) const {
+  BlockHeader& b = block(index);
+  if (segment::read_once(b.tag) != (kBlockFree | order) || index % (1u << order) != 0 ||
+      std::uint64_t{index} + (1u << order) > units_) [[unlikely]]
+    abort_corrupt(std::string(via) + " names data block " + n(index) +
+                  ", not a free block of order " + n(order));
+  return b;
+}
+
+bool DataRegion::format() const noexcept {
+  if (units_ == 0) return false;
+  auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
+  std::memset(&h, 0, sizeof h);
+  h.area_units = units_;
+  std::fill(std::begin(h.free_head), std::end(h.free_head), kNone);
+  // Greedily the largest aligned block that fits; each pushed at the tail of
+  // its list, so the lists run in address order.
+  std::uint32_t tail[kBlockOrders];
+  std::fill(std::begin(tail), std::end(tail), kNone);
+  for (std::uint64_t at = 0; at < units_;) {
+    std::uint32_t order = kMaxBlockOrder;
+    while (at % (std::uint64_t{1} << order) != 0 || at + (std::uint64_t{1} << order) > units_)
+      --order;
+    const auto index = static_cast<std::uint32_t>(at);
+    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                              at * kBlockUnit);
+    b = BlockHeader{kBlockFree | order, 0, kNone, tail[order]};
+    if (tail[order] == kNone) {
+      h.free_head[order] = index;
+    } else {
+      reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                     std::uint64_t{tail[order]} * kBlockUnit)
+          ->next = index;
+    }
+    tail[order] = index;
+    at += std::uint64_t{1} << order;
+  }
+  return true;
+}
+
+void DataRegion::push(Tx& tx, std::uint32_t order, std::uint32_t index) const {
+  DataRegionHeader& h = header();
+  const std::uint32_t head = segment::read_once(h.free_head[order]);
+  if (head != kNone) tx.set(free_block(head, order, "a free list head").prev, index);
+  tx.set(block(index), BlockHeader{kBlockFree | order, 0, head, kNone});
+  tx.set(h.free_head[order], index);
+}
+
+void DataRegion::unlink(Tx& tx, std::uint32_t order, std::uint32_t index) const {
+  DataRegionHeader& h = header();
+  const BlockHeader b = segment::read_once(free_block(index, order, "a free list"));
+  if (b.prev == kNone) {
+    if (segment::read_once(h.free_head[order]) != index)
+      abort_corrupt("data block " + n(index) + " is first on no free list");
+    tx.set(h.free_head[order], b.next);
+  } else {
+    BlockHeader& prev = free_block(b.prev, order, "a prev link");
+    if (segment::read_once(prev.next) != index)
+      abort_corrupt("free data block " + n(b.prev) + " does not link to " + n(index));
+    tx.set(prev.next, b.next);
+  }
+  if (b.next != kNone) {
+    BlockHeader& next = free_block(b.next, order, "a next link");
+    if (segment::read_once(next.prev) != index)
+      abort_corrupt("free data block " + n(b.next) + " does not link back to " + n(index));
+    tx.set(next.prev, b.prev);
+  }
+}
+
+std::uint32_t DataRegion::allocate(Tx& tx, std::uint32_t length) const {
+  if (length == 0 || length > kMaxLength) [[unlikely]]
+    abort_corrupt("an allocation of " + n(length) + " bytes");
+  DataRegionHeader& h = header();
+  const std::uint32_t want = order_for(length);
+  std::uint32_t order = want;
+  while (order < kBlockOrders && segment::read_once(h.free_head[order]) == kNone) ++order;
+  if (order == kBlockOrders) return kNone;  // full: nothing written
+  const std::uint32_t index = segment::read_once(h.free_head[order]);
+  unlink(tx, order, index);
+  while (order > want) {
+    --order;
+    push(tx, order, index + (1u << order));
+  }
+  tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
+  tx.set(h.held_bytes, h.held_bytes + length);
+  tx.set(h.used_bytes, h.used_bytes + block_bytes(want));
+  tx.set(h.used_blocks, h.used_blocks + 1);
+  return index;
+}
+
+void DataRegion::free(Tx& tx, std::uint32_t index) const {
+  DataRegionHeader& h = header();
+  const BlockHeader b = segment::read_once(block(index));
+  std::uint32_t order = order_of(b.tag);
+  if (!is_used(b.tag) || order > kMaxBlockOrder || index % (1u << order) != 0 ||
+      std::uint64_t{index} + (1u << order) > units_ || b.length == 0 ||
+      b.length > block_bytes(order) - sizeof(BlockHeader)) [[unlikely]]
+    abort_corrupt("data block " + n(index) + " is not a used block");
+  const std::uint64_t held = h.held_bytes;
+  const std::uint64_t used = h.used_bytes;
+  const std::uint32_t blocks = h.used_blocks;
+  if (held < b.length || used < block_bytes(order) || blocks == 0) [[unlikely]]
+    abort_corrupt("data region totals below a used block's");
+  tx.set(h.held_bytes, held - b.length);
+  tx.set(h.used_bytes, used - block_bytes(order));
+  tx.set(h.used_blocks, blocks - 1);
+  while (order < kMaxBlockOrder) {
+    const std::uint32_t buddy = index ^ (1u << order);
+    if (std::uint64_t{buddy} + (1u << order) > units_) break;
+    if (segment::read_once(block(buddy).tag) != (kBlockFree | order)) break;
+    unlink(tx, order, buddy);
+    index = std::min(index, buddy);
+    ++order;
+  }
+  push(tx, order, index);
+  tx.freed_since_commit = true;
+}
+
+std::uint8_t* DataRegion::payload(std::uint32_t index) const {
+  (void)capacity(index);
+  return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
+}
+
+std::uint32_t DataRegion::length(std::uint32_t index) const {
+  const BlockHeader b = segment::read_once(block(index));
+  if (!is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
+      b.length > block_bytes(order_of(b.tag)) - sizeof(BlockHeader) ||
+      std::uint64_t{index} + (1u << order_of(b.tag)) > units_) [[unlikely]]
+    abort_corrupt("data block " + n(index) + " is not a used block");
+  return b.length;
+}
+
+std::uint32_t DataRegion::capacity(std::uint32_t index) const {
+  (void)length(index);  // checks it
+  return static_cast<std::uint32_t>(block_bytes(order_of(segment::read_once(block(index).tag))) -
+                                    sizeof(BlockHeader));
+}
+
+DataRegionUsage DataRegion::usage() const {
+  const DataRegionHeader& h = header();
+  DataRegionUsage u;
+  u.area_bytes = units_ * kBlockUnit;
+  u.held_bytes = segment::read_once(h.held_bytes);
+  u.used_bytes = std::min(segment::read_once(h.used_bytes), u.area_bytes);
+  u.used_blocks = segment::read_once(h.used_blocks);
+  u.free_bytes = u.area_bytes - u.used_bytes;
+  for (std::uint32_t order = kBlockOrders; order-- > 0;)
+    if (segment::read_once(h.free_head[order]) != kNone) {
+      u.largest_free_block = block_bytes(order);
+      break;
+    }
+  return u;
+}
+
+void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>* used) const {
+  auto fail = [&](std::string what) {
+    if (bad.size() < 100) bad.push_back("data region: " + std::move(what));
+  };
+  if (units_ == 0) return fail("smaller than its header and one block");
+  const DataRegionHeader h = segment::read_once(*reinterpret_cast<DataRegionHeader*>(base_ + offset_));
+  if (h.area_units != units_)
+    return fail("header names " + n(h.area_units) + " units, the layout " + n(units_));
+  // The walk: blocks tile the area, each aligned to its size.
+  struct Free {
+    std::uint32_t index;
+    std::uint32_t order;
+    bool listed;
+  };
+  std::vector<Free> free_blocks;  // in address order
+  std::uint64_t held = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t used_blocks = 0;
+  for (std::uint64_t at = 0; at < units_;) {
+    const BlockHeader b = segment::read_once(block(static_cast<std::uint32_t>(at)));
+    const std::uint32_t order = order_of(b.tag);
+    if ((!is_free(b.tag) && !is_used(b.tag)) || order > kMaxBlockOrder)
+      return fail("no block starts at unit " + n(at) + " (tag " + n(b.tag) + ")");
+    if (at % (std::uint64_t{1} << order) != 0 || at + (std::uint64_t{1} << order) > units_)
+      return fail("block at unit " + n(at) + " of order " + n(order) +
+                  " is misaligned or runs past the area");
+    if (is_used(b.tag)) {
+      if (b.length == 0 || b.length > block_bytes(order) - sizeof(BlockHeader))
+        fail("used block " + n(at) + " holds " + n(b.length) + " bytes, out of range");
+      held += b.length;
+      used_bytes += block_bytes(order);
+      ++used_blocks;
+      if (used != nullptr) used->push_back(static_cast<std::uint32_t>(at));
+    } else {
+      free_blocks.push_back(Free{static_cast<std::uint32_t>(at), order, false});
+    }
+    at += std::uint64_t{1} << order;
+  }
+  if (held != h.held_bytes || used_bytes != h.used_bytes || used_blocks != h.used_blocks)
+    fail("totals say " + n(h.held_bytes) + " bytes held in " + n(h.used_blocks) + " blocks of " +
+         n(h.used_bytes) + " bytes; the blocks hold " + n(held) + " in " + n(used_blocks) +
+         " of " + n(used_bytes));
+  auto find = [&](std::uint32_t index) -> Free* {
+    auto it = std::lower_bound(free_blocks.begin(), free_blocks.end(), index,
+                               [](const Free& f, std::uint32_t i) { return f.index < i; });
+    return it != free_blocks.end() && it->index == index ? &*it : nullptr;
+  };
+  // Coalescing is complete: no two free buddies of one order.
+  for (const Free& f : free_blocks) {
+    if (f.order == kMaxBlockOrder) continue;
+    const std::uint32_t buddy = f.index ^ (1u << f.order);
+    const Free* other = find(buddy);
+    if (other != nullptr && other->order == f.order && f.index < buddy)
+      fail("free blocks " + n(f.index) + " and " + n(buddy) + " are buddies, not merged");
+  }
+  // The lists: each entry a free block of its order, once, linked both ways.
+  for (std::uint32_t order = 0; order < kBlockOrders; ++order) {
+    std::uint32_t prev = kNone;
+    std::uint64_t steps = 0;
+    for (std::uint32_t i = h.free_head[order]; i != kNone;) {
+      Free* f = find(i);
+      if (f == nullptr || f->order != order || f->listed || ++steps > free_blocks.size()) {
+        fail("free list of order " + n(order) + " reaches block " + n(i) +
+             " that is not free, of another order, repeated or out of range");
+        break;
+      }
+      f->listed = true;
+      const BlockHeader b = segment::read_once(block(i));
+      if (b.prev != prev) fail("free block " + n(i) + " has a wrong prev link");
+      prev = i;
+      i = b.next;
+    }
+  }
+  for (const Free& f : free_blocks)
+    if (!f.listed) fail("free block " + n(f.index) + " of order " + n(f.order) + " is on no list");
+}
+
+}  // namespace zaris::engine

@@ -1,0 +1,120 @@
+// A byte region of a segment managed by a binary buddy allocator, every word
+// written through the journal (docs/memory.md). A DataRegion is a view: it
+// owns nothing but pointers into the mapping, and trusts no word it reads
+// there: each index is bounds-checked and each block's tag verified before it
+// is followed or written; a mismatch aborts the transaction (TxAbort).
+//
+// REQUIRES for every mutating member: the segment lock is held and `tx` is the
+// transaction in progress.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "segment/journal.hpp"
+#include "segment/layout.hpp"
+
+namespace zaris::engine {
+
+inline constexpr std::uint32_t kBlockUnit = 32;  // bytes of an order-0 block
+inline constexpr std::uint32_t kBlockOrders = 17;  // orders 0 .. 16: 32 B .. 2 MiB
+inline constexpr std::uint32_t kMaxBlockOrder = kBlockOrders - 1;
+// Block tags: a magic in the high 24 bits, the order in the low 8.
+inline constexpr std::uint32_t kBlockFree = 0x46524500u;  // "\0ERF"
+inline constexpr std::uint32_t kBlockUsed = 0x55534500u;  // "\0ESU"
+
+// At the start of a block; the payload follows. While free, next and prev
+// link the block into its order's list (block indexes, kNone at the ends).
+struct BlockHeader {
+  std::uint32_t tag;     // kBlockFree | order or kBlockUsed | order
+  std::uint32_t length;  // used: the bytes held (1 .. size - 16); free: 0
+  std::uint32_t next;
+  std::uint32_t prev;
+};
+static_assert(sizeof(BlockHeader) == 16);
+
+// At the start of the region. Written by the holder through the journal but
+// for area_units, written once by format().
+struct alignas(segment::kCacheLine) DataRegionHeader {
+  std::uint64_t area_units;   // size of the block area, in kBlockUnit units
+  std::uint64_t held_bytes;   // lengths asked for, over used blocks
+  std::uint64_t used_bytes;   // sizes of used blocks
+  std::uint32_t used_blocks;  // used blocks
+  std::uint32_t free_head[kBlockOrders];  // first free block of each order, or kNone
+  std::uint8_t reserved[128 - 28 - 4 * kBlockOrders];
+};
+static_assert(sizeof(DataRegionHeader) == 128);
+
+// What the region holds, in O(orders) (docs/memory.md, "Fragmentation").
+struct DataRegionUsage {
+  std::uint64_t area_bytes = 0;
+  std::uint64_t held_bytes = 0;   // what callers asked for
+  std::uint64_t used_bytes = 0;   // the blocks that hold it
+  std::uint64_t free_bytes = 0;
+  std::uint64_t largest_free_block = 0;  // bytes of the largest free block
+  std::uint32_t used_blocks = 0;
+  // 1 - largest free block / free bytes: 0 when the free space is one block.
+  double external_fragmentation() const noexcept {
+    return free_bytes == 0 ? 0.0
+                           : 1.0 - static_cast<double>(largest_free_block) /
+                                       static_cast<double>(free_bytes);
+  }
+};
+
+class DataRegion {
+ public:
+  // The most a single allocation or free writes to the journal.
+  static constexpr std::uint64_t kMaxJournalBytes = 2048;
+  // The most an allocation may hold: an order-16 block less its header.
+  static constexpr std::uint32_t kMaxLength = (kBlockUnit << kMaxBlockOrder) - sizeof(BlockHeader);
+  // The fewest bytes a region may have: its header and one top-order block
+  // need not fit, but one order-0 block must.
+  static constexpr std::uint64_t kMinRegionBytes = sizeof(DataRegionHeader) + kBlockUnit;
+
+  // The region of `bytes` bytes at `offset` from the segment's `base`.
+  // REQUIRES: offset is a multiple of 64, and the region lies in the part of
+  // the segment the journal may write (docs/segment.md, "Bounds").
+  DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept;
+
+  // Lays the region out empty: every block free and coalesced. Not
+  // journaled: the creator runs it before the segment is ready. False if
+  // the region is smaller than kMinRegionBytes.
+  bool format() const noexcept;
+
+  // A block holding `length` bytes (1 .. kMaxLength), or kNone when no free
+  // block is large enough; then nothing was written.
+  std::uint32_t allocate(segment::Tx& tx, std::uint32_t length) const;
+  // Gives back a block allocate() returned. Aborts the transaction
+  // (corrupt_segment) if `block` is not a used block.
+  void free(segment::Tx& tx, std::uint32_t block) const;
+
+  // The payload of used `block` and its capacity; abort unless it is used.
+  std::uint8_t* payload(std::uint32_t block) const;
+  std::uint32_t length(std::uint32_t block) const;    // as allocated
+  std::uint32_t capacity(std::uint32_t block) const;  // bytes the block can hold
+
+  DataRegionUsage usage() const;
+
+  // Every invariant (docs/memory.md, "What the checker verifies"), reading
+  // each word once. Appends what is wrong to `bad`; if `used` is given, the
+  // used blocks found, in order, for the caller to match against their owners.
+  void check(std::vector<std::string>& bad, std::vector<std::uint32_t>* used = nullptr) const;
+
+  std::uint64_t area_units() const noexcept { return units_; }
+
+ private:
+  DataRegionHeader& header() const;
+  BlockHeader& block(std::uint32_t index) const;  // bounds-checked, not tag-checked
+  // The order of the free block at `index`, which must be tagged free of `order`.
+  BlockHeader& free_block(std::uint32_t index, std::uint32_t order, const char* via) const;
+  void push(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
+  void unlink(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
+
+  std::uint8_t* base_;
+  std::uint64_t offset_;
+  std::uint64_t bytes_;
+  std::uint64_t units_;  // what the layout gives: the header must say the same
+};
+
+}  // namespace zaris::engine
