@@ -8,6 +8,7 @@
 // transaction in progress.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ namespace zaris::engine {
 inline constexpr std::uint32_t kBlockUnit = 32;  // bytes of an order-0 block
 inline constexpr std::uint32_t kBlockOrders = 17;  // orders 0 .. 16: 32 B .. 2 MiB
 inline constexpr std::uint32_t kMaxBlockOrder = kBlockOrders - 1;
+inline constexpr std::uint64_t kTopBlockBytes = std::uint64_t{kBlockUnit} << kMaxBlockOrder;
 // Block tags: a magic in the high 24 bits, the order in the low 8.
 inline constexpr std::uint32_t kBlockFree = 0x46524500u;  // "\0ERF"
 inline constexpr std::uint32_t kBlockUsed = 0x55534500u;  // "\0ESU"
@@ -54,11 +56,15 @@ struct DataRegionUsage {
   std::uint64_t free_bytes = 0;
   std::uint64_t largest_free_block = 0;  // bytes of the largest free block
   std::uint32_t used_blocks = 0;
-  // 1 - largest free block / free bytes: 0 when the free space is one block.
+  // 1 - largest free block / the largest block the free bytes could make
+  // (the free bytes, at most a top-order block): 0 when the largest request
+  // the free space could hold fits one free block; near 1 when the free
+  // space is many small holes.
   double external_fragmentation() const noexcept {
-    return free_bytes == 0 ? 0.0
-                           : 1.0 - static_cast<double>(largest_free_block) /
-                                       static_cast<double>(free_bytes);
+    const std::uint64_t could = std::min<std::uint64_t>(free_bytes, kTopBlockBytes);
+    return could == 0 ? 0.0
+                      : 1.0 - static_cast<double>(std::min(largest_free_block, could)) /
+                                  static_cast<double>(could);
   }
 };
 

@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(fragmentation_is_reported) {
   RegionImage image;
   DataRegion region = image.region();
   auto tx = image.tx();
-  BOOST_TEST(region.usage().external_fragmentation() < 0.5);
+  BOOST_TEST(region.usage().external_fragmentation() == 0.0);
   // Order-0 blocks (16 bytes held in 32) over the first 64 KiB: then every
   // other one freed, no two free blocks are buddies.
   std::vector<std::uint32_t> small;
