@@ -36,15 +36,16 @@ std::string n(std::uint64_t v) { return std::to_string(v); }
 
 // The journal's worst case (a record is 16 bytes and the old value, padded
 // to 8): an allocation unlinks a block (3 links), splits 16 times (the old
-// head's prev, the half's header, the head) and writes its header and 3
-// totals; a free writes 3 totals, unlinks 16 buddies and pushes once.
+// head's prev, the half's header, the head) and writes its header and the
+// totals; a free writes the totals, unlinks 16 buddies and pushes once.
 constexpr std::uint64_t kLinkRecord = 16 + 8;
 constexpr std::uint64_t kHeaderRecord = 16 + sizeof(BlockHeader);
+constexpr std::uint64_t kTotalsRecord = 16 + sizeof(DataRegionTotals);
 constexpr std::uint64_t kPushRecords = 2 * kLinkRecord + kHeaderRecord;
 static_assert(DataRegion::kMaxJournalBytes >=
-              3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + 3 * kLinkRecord);
+              3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + kTotalsRecord);
 static_assert(DataRegion::kMaxJournalBytes >=
-              3 * kLinkRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
+              kTotalsRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
 
 }  // namespace
 
@@ -156,9 +157,9 @@ std::uint32_t DataRegion::allocate(Tx& tx, std::uint32_t length) const {
     push(tx, order, index + (1u << order));
   }
   tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
-  tx.set(h.held_bytes, h.held_bytes + length);
-  tx.set(h.used_bytes, h.used_bytes + block_bytes(want));
-  tx.set(h.used_blocks, h.used_blocks + 1);
+  const DataRegionTotals t = segment::read_once(h.totals);
+  tx.set(h.totals, DataRegionTotals{t.held_bytes + length, t.used_bytes + block_bytes(want),
+                                    t.used_blocks + 1, 0});
   return index;
 }
 
@@ -170,14 +171,12 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
       std::uint64_t{index} + (1u << order) > units_ || b.length == 0 ||
       b.length > block_bytes(order) - sizeof(BlockHeader)) [[unlikely]]
     abort_corrupt("data block " + n(index) + " is not a used block");
-  const std::uint64_t held = h.held_bytes;
-  const std::uint64_t used = h.used_bytes;
-  const std::uint32_t blocks = h.used_blocks;
-  if (held < b.length || used < block_bytes(order) || blocks == 0) [[unlikely]]
+  const DataRegionTotals t = segment::read_once(h.totals);
+  if (t.held_bytes < b.length || t.used_bytes < block_bytes(order) || t.used_blocks == 0)
+      [[unlikely]]
     abort_corrupt("data region totals below a used block's");
-  tx.set(h.held_bytes, held - b.length);
-  tx.set(h.used_bytes, used - block_bytes(order));
-  tx.set(h.used_blocks, blocks - 1);
+  tx.set(h.totals, DataRegionTotals{t.held_bytes - b.length, t.used_bytes - block_bytes(order),
+                                    t.used_blocks - 1, 0});
   while (order < kMaxBlockOrder) {
     const std::uint32_t buddy = index ^ (1u << order);
     if (std::uint64_t{buddy} + (1u << order) > units_) break;
@@ -214,9 +213,10 @@ DataRegionUsage DataRegion::usage() const {
   const DataRegionHeader& h = header();
   DataRegionUsage u;
   u.area_bytes = units_ * kBlockUnit;
-  u.held_bytes = segment::read_once(h.held_bytes);
-  u.used_bytes = std::min(segment::read_once(h.used_bytes), u.area_bytes);
-  u.used_blocks = segment::read_once(h.used_blocks);
+  const DataRegionTotals t = segment::read_once(h.totals);
+  u.held_bytes = t.held_bytes;
+  u.used_bytes = std::min(t.used_bytes, u.area_bytes);
+  u.used_blocks = t.used_blocks;
   u.free_bytes = u.area_bytes - u.used_bytes;
   for (std::uint32_t order = kBlockOrders; order-- > 0;)
     if (segment::read_once(h.free_head[order]) != kNone) {
@@ -264,9 +264,11 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
     }
     at += std::uint64_t{1} << order;
   }
-  if (held != h.held_bytes || used_bytes != h.used_bytes || used_blocks != h.used_blocks)
-    fail("totals say " + n(h.held_bytes) + " bytes held in " + n(h.used_blocks) + " blocks of " +
-         n(h.used_bytes) + " bytes; the blocks hold " + n(held) + " in " + n(used_blocks) +
+  const DataRegionTotals& t = h.totals;
+  if (held != t.held_bytes || used_bytes != t.used_bytes || used_blocks != t.used_blocks ||
+      t.reserved != 0)
+    fail("totals say " + n(t.held_bytes) + " bytes held in " + n(t.used_blocks) + " blocks of " +
+         n(t.used_bytes) + " bytes; the blocks hold " + n(held) + " in " + n(used_blocks) +
          " of " + n(used_bytes));
   auto find = [&](std::uint32_t index) -> Free* {
     auto it = std::lower_bound(free_blocks.begin(), free_blocks.end(), index,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,17 +37,25 @@ struct BlockHeader {
 };
 static_assert(sizeof(BlockHeader) == 16);
 
-// At the start of the region. Written by the holder through the journal but
-// for area_units, written once by format().
-struct alignas(segment::kCacheLine) DataRegionHeader {
-  std::uint64_t area_units;   // size of the block area, in kBlockUnit units
+// The region's totals: one journal record per allocation or free.
+struct DataRegionTotals {
   std::uint64_t held_bytes;   // lengths asked for, over used blocks
   std::uint64_t used_bytes;   // sizes of used blocks
   std::uint32_t used_blocks;  // used blocks
+  std::uint32_t reserved;
+};
+static_assert(sizeof(DataRegionTotals) == 24);
+
+// At the start of the region. Written by the holder through the journal but
+// for area_units, written once by format().
+struct alignas(segment::kCacheLine) DataRegionHeader {
+  std::uint64_t area_units;  // size of the block area, in kBlockUnit units
+  DataRegionTotals totals;
   std::uint32_t free_head[kBlockOrders];  // first free block of each order, or kNone
-  std::uint8_t reserved[128 - 28 - 4 * kBlockOrders];
+  std::uint8_t reserved[128 - 32 - 4 * kBlockOrders];
 };
 static_assert(sizeof(DataRegionHeader) == 128);
+static_assert(offsetof(DataRegionHeader, free_head) == 32);
 
 // What the region holds, in O(orders) (docs/memory.md, "Fragmentation").
 struct DataRegionUsage {

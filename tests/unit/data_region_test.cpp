@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(check_finds_overlap_unmerged_buddies_and_wrong_totals) {
               }).empty());
   // The totals.
   BOOST_TEST(!problem([](RegionImage& im, std::uint32_t, std::uint32_t) {
-                im.header().held_bytes += 1;
+                im.header().totals.held_bytes += 1;
               }).empty());
   // A stray tag.
   BOOST_TEST(!problem([](RegionImage& im, std::uint32_t a, std::uint32_t) {
