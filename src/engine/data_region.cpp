@@ -144,7 +144,8 @@ void DataRegion::unlink(Tx& tx, std::uint32_t order, std::uint32_t index) const 
 
 std::uint32_t DataRegion::allocate(Tx& tx, std::uint32_t length) const {
   if (length == 0 || length > kMaxLength) [[unlikely]]
-    abort_corrupt("an allocation of " + n(length) + " bytes");
+    throw segment::TxAbort{Errc::invalid_argument,
+                           "an allocation of " + n(length) + " bytes: 1 to " + n(kMaxLength)};
   DataRegionHeader& h = header();
   const std::uint32_t want = order_for(length);
   std::uint32_t order = want;
@@ -190,7 +191,7 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
 }
 
 std::uint8_t* DataRegion::payload(std::uint32_t index) const {
-  (void)capacity(index);
+  (void)length(index);  // checks it is a used block
   return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
 }
 

@@ -97,8 +97,9 @@ class DataRegion {
   // the region is smaller than kMinRegionBytes.
   bool format() const noexcept;
 
-  // A block holding `length` bytes (1 .. kMaxLength), or kNone when no free
-  // block is large enough; then nothing was written.
+  // A block holding `length` bytes, or kNone when no free block is large
+  // enough; then nothing was written. A length outside 1 .. kMaxLength
+  // aborts the transaction (invalid_argument): callers check theirs first.
   std::uint32_t allocate(segment::Tx& tx, std::uint32_t length) const;
   // Gives back a block allocate() returned. Aborts the transaction
   // (corrupt_segment) if `block` is not a used block.
@@ -121,7 +122,8 @@ class DataRegion {
  private:
   DataRegionHeader& header() const;
   BlockHeader& block(std::uint32_t index) const;  // bounds-checked, not tag-checked
-  // The order of the free block at `index`, which must be tagged free of `order`.
+  // The free block of `order` at `index`, reached through `via`; aborts
+  // unless it is tagged so, aligned and within the area.
   BlockHeader& free_block(std::uint32_t index, std::uint32_t order, const char* via) const;
   void push(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
   void unlink(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;

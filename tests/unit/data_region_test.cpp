@@ -214,6 +214,23 @@ BOOST_AUTO_TEST_CASE(a_rollback_restores_the_region_byte_for_byte) {
   BOOST_TEST(image.problems().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_length_out_of_range_is_refused_before_any_write) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const auto before = image.snapshot();
+  for (std::uint32_t length : {0u, DataRegion::kMaxLength + 1}) {
+    BOOST_CHECK_EXCEPTION(region.allocate(tx, length), TxAbort, [](const TxAbort& abort) {
+      return abort.code == Errc::invalid_argument;
+    });
+    BOOST_TEST(tx.empty());
+  }
+  BOOST_TEST((image.snapshot() == before));
+  // The largest length fits the top block.
+  BOOST_TEST(region.allocate(tx, DataRegion::kMaxLength) != kNone);
+  tx.commit();
+}
+
 BOOST_AUTO_TEST_CASE(freeing_what_is_not_a_used_block_is_refused) {
   RegionImage image;
   DataRegion region = image.region();
