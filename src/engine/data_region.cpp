@@ -28,11 +28,19 @@ std::uint32_t order_for(std::uint32_t length) {
   return order;
 }
 
-bool is_free(std::uint32_t tag) { return (tag & ~0xffu) == kBlockFree; }
-bool is_used(std::uint32_t tag) { return (tag & ~0xffu) == kBlockUsed; }
-std::uint32_t order_of(std::uint32_t tag) { return tag & 0xffu; }
+bool is_free(std::uint32_t tag) {
+  return (tag & ~0xffu) == kBlockFree;
+}
+bool is_used(std::uint32_t tag) {
+  return (tag & ~0xffu) == kBlockUsed;
+}
+std::uint32_t order_of(std::uint32_t tag) {
+  return tag & 0xffu;
+}
 
-std::string n(std::uint64_t v) { return std::to_string(v); }
+std::string n(std::uint64_t v) {
+  return std::to_string(v);
+}
 
 // The journal's worst case (a record is 16 bytes and the old value, padded
 // to 8): an allocation unlinks a block (3 links), splits 16 times (the old
@@ -232,7 +240,8 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
     if (bad.size() < 100) bad.push_back("data region: " + std::move(what));
   };
   if (units_ == 0) return fail("smaller than its header and one block");
-  const DataRegionHeader h = segment::read_once(*reinterpret_cast<DataRegionHeader*>(base_ + offset_));
+  const DataRegionHeader h =
+      segment::read_once(*reinterpret_cast<DataRegionHeader*>(base_ + offset_));
   if (h.area_units != units_)
     return fail("header names " + n(h.area_units) + " units, the layout " + n(units_));
   // The walk: blocks tile the area, each aligned to its size.
@@ -269,8 +278,8 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
   if (held != t.held_bytes || used_bytes != t.used_bytes || used_blocks != t.used_blocks ||
       t.reserved != 0)
     fail("totals say " + n(t.held_bytes) + " bytes held in " + n(t.used_blocks) + " blocks of " +
-         n(t.used_bytes) + " bytes; the blocks hold " + n(held) + " in " + n(used_blocks) +
-         " of " + n(used_bytes));
+         n(t.used_bytes) + " bytes; the blocks hold " + n(held) + " in " + n(used_blocks) + " of " +
+         n(used_bytes));
   auto find = [&](std::uint32_t index) -> Free* {
     auto it = std::lower_bound(free_blocks.begin(), free_blocks.end(), index,
                                [](const Free& f, std::uint32_t i) { return f.index < i; });

@@ -19,7 +19,7 @@
 
 namespace zaris::engine {
 
-inline constexpr std::uint32_t kBlockUnit = 32;  // bytes of an order-0 block
+inline constexpr std::uint32_t kBlockUnit = 32;    // bytes of an order-0 block
 inline constexpr std::uint32_t kBlockOrders = 17;  // orders 0 .. 16: 32 B .. 2 MiB
 inline constexpr std::uint32_t kMaxBlockOrder = kBlockOrders - 1;
 inline constexpr std::uint64_t kTopBlockBytes = std::uint64_t{kBlockUnit} << kMaxBlockOrder;
@@ -60,8 +60,8 @@ static_assert(offsetof(DataRegionHeader, free_head) == 32);
 // What the region holds, in O(orders) (docs/memory.md, "Fragmentation").
 struct DataRegionUsage {
   std::uint64_t area_bytes = 0;
-  std::uint64_t held_bytes = 0;   // what callers asked for
-  std::uint64_t used_bytes = 0;   // the blocks that hold it
+  std::uint64_t held_bytes = 0;  // what callers asked for
+  std::uint64_t used_bytes = 0;  // the blocks that hold it
   std::uint64_t free_bytes = 0;
   std::uint64_t largest_free_block = 0;  // bytes of the largest free block
   std::uint32_t used_blocks = 0;
