@@ -46,6 +46,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -320,6 +321,100 @@ void init_robust(pthread_mutex_t& mutex) {
   pthread_mutexattr_destroy(&attr);
 }
 
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+// With ZARIS_HOP_TRACE (a diagnostic build, see src/segment/hop_trace.hpp,
+// whose file format this repeats): every stamp of the library in a file the
+// children inherit, and per mechanism the median time from the kill to each
+// hop of each process.
+#ifdef ZARIS_HOP_TRACE
+struct HopRecord {
+  std::uint32_t hop;
+  std::int32_t pid;
+  std::int64_t ns;
+};
+constexpr std::uint32_t kHopCapacity = 4096;
+struct HopTrace {
+  std::atomic<std::uint32_t> count;
+  std::uint32_t reserved;
+  HopRecord records[kHopCapacity];
+};
+HopTrace* g_hops = nullptr;
+std::string g_hops_path;
+pid_t g_janitor = 0;
+
+void open_hop_trace() {
+  g_hops_path = "/dev/shm/zaris-failover-" + std::to_string(::getpid()) + "-hops";
+  int fd = ::open(g_hops_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || ::ftruncate(fd, sizeof(HopTrace)) != 0) die("cannot create " + g_hops_path);
+  void* map = ::mmap(nullptr, sizeof(HopTrace), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) die("mmap failed");
+  g_hops = static_cast<HopTrace*>(map);
+  ::setenv("ZARIS_HOP_TRACE_FILE", g_hops_path.c_str(), 1);
+}
+
+const char* hop_name(std::uint32_t hop) {
+  switch (hop) {
+    case 1: return "futex_waitv returns";
+    case 2: return "relayed to the others";
+    case 3: return "segment lock taken";
+    case 4: return "marked the dead dying";
+    case 5: return "released the dead's keys";
+    default: return "?";
+  }
+}
+
+// Per mechanism: "role: hop #k" to its times from the kill, in us.
+std::map<std::string, std::map<std::string, std::vector<double>>> g_hop_samples;
+
+void collect_hops(const std::string& mechanism, std::int64_t killed_at, pid_t holder,
+                  const std::vector<pid_t>& sleepers, const std::vector<std::int64_t>& done) {
+  const std::uint32_t n = std::min(g_hops->count.load(), kHopCapacity);
+  std::map<std::string, int> seen;
+  auto& samples = g_hop_samples[mechanism];
+  const char* roles[] = {mechanism == "zaris_election" ? "candidate" : "waiter", "observer"};
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const HopRecord& r = g_hops->records[i];
+    if (r.ns < killed_at) continue;
+    std::string role;
+    if (r.pid == g_janitor) role = "janitor";
+    for (std::size_t s = 0; s < sleepers.size(); ++s)
+      if (r.pid == sleepers[s]) role = roles[s];
+    if (role.empty() || r.pid == holder) continue;
+    std::string hop = std::string(hop_name(r.hop));
+    int k = ++seen[role + hop];
+    if (k > 3) continue;
+    std::string key = role + ": " + hop + (k > 1 ? " #" + std::to_string(k) : "");
+    samples[key].push_back(static_cast<double>(r.ns - killed_at) / 1000.0);
+  }
+  for (std::size_t s = 0; s < sleepers.size(); ++s)
+    samples[std::string(roles[s]) + ": done (lock held / leader / heard)"].push_back(
+        static_cast<double>(done[s] - killed_at) / 1000.0);
+}
+
+void print_hops(int trials) {
+  std::printf("\nhops (ZARIS_HOP_TRACE): median us from the kill, and in how many trials\n");
+  for (auto& [mechanism, hops] : g_hop_samples) {
+    std::printf("%s\n", mechanism.c_str());
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto& [hop, v] : hops) {
+      char line[200];
+      std::snprintf(line, sizeof line, "  %-50s %10.1f %6zu/%d", hop.c_str(),
+                    percentile(v, 0.5), v.size(), trials);
+      rows.emplace_back(percentile(v, 0.5), line);
+    }
+    std::sort(rows.begin(), rows.end());
+    for (auto& [median, line] : rows) std::printf("%s\n", line.c_str());
+  }
+}
+#endif
+
 // One trial: a holder; the sleepers queued behind it and asleep well before
 // the kill; the holder killed; the time from the kill to the last sleeper
 // done. The bench sleeps in waitpid meanwhile: it takes no CPU from them.
@@ -350,9 +445,13 @@ double trial(Mechanism& m) {
     asleep = true;
     for (pid_t s : sleepers) asleep = asleep && thread_state(s) == 'S';
   }
+#ifdef ZARIS_HOP_TRACE
+  g_hops->count.store(0);
+#endif
   std::int64_t killed_at = now_ns();
   ::kill(holder, SIGKILL);
   std::int64_t last = 0;
+  std::vector<std::int64_t> done;
   for (int i = 0; i < n; ++i) {
     int status = 0;
     ::waitpid(sleepers[static_cast<std::size_t>(i)], &status, 0);
@@ -361,17 +460,14 @@ double trial(Mechanism& m) {
     std::int64_t at = g_shared->done_at[i].ns.load();
     if (at == 0) die(m.name + ": a sleeper exited without its stamp");
     last = std::max(last, at);
+    done.push_back(at);
   }
   int status = 0;
   ::waitpid(holder, &status, 0);
+#ifdef ZARIS_HOP_TRACE
+  collect_hops(m.name, killed_at, holder, sleepers, done);
+#endif
   return static_cast<double>(last - killed_at) / 1000.0;
-}
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
 }
 
 // The shared-memory mechanisms, their segments and the janitor's process;
@@ -406,6 +502,9 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
     if (std::chrono::steady_clock::now() > give_up) die("timed out: the janitor");
     std::this_thread::sleep_for(1ms);
   }
+#ifdef ZARIS_HOP_TRACE
+  g_janitor = janitor;
+#endif
   cleanup = [=] {
     ::kill(janitor, SIGKILL);
     int status = 0;
@@ -468,6 +567,9 @@ int main(int argc, char** argv) {
   g_shared = new (map) Shared{};
   init_robust(g_shared->robust);
 
+#ifdef ZARIS_HOP_TRACE
+  open_hop_trace();
+#endif
   std::vector<Mechanism> mechanisms;
   std::function<void()> cleanup = [] {};
   const std::chrono::seconds ttl(ttl_seconds);
@@ -514,6 +616,10 @@ int main(int argc, char** argv) {
     json += entry;
   }
   json += "}\n";
+#ifdef ZARIS_HOP_TRACE
+  print_hops(trials);
+  ::unlink(g_hops_path.c_str());
+#endif
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << json;
