@@ -331,7 +331,7 @@ double percentile(std::vector<double> v, double p) {
 // With ZARIS_HOP_TRACE (a diagnostic build, see src/segment/hop_trace.hpp,
 // whose file format this repeats): every stamp of the library in a file the
 // children inherit, and per mechanism the median time from the kill to each
-// hop of each process.
+// hop of each process (with ZARIS_HOP_TRACE_RAW set, every trial's hops too).
 #ifdef ZARIS_HOP_TRACE
 struct HopRecord {
   std::uint32_t hop;
@@ -379,6 +379,8 @@ void collect_hops(const std::string& mechanism, std::int64_t killed_at, pid_t ho
   std::map<std::string, int> seen;
   auto& samples = g_hop_samples[mechanism];
   const char* roles[] = {mechanism == "zaris_election" ? "candidate" : "waiter", "observer"};
+  static const bool raw = std::getenv("ZARIS_HOP_TRACE_RAW") != nullptr;
+  if (raw) std::printf("trial of %s\n", mechanism.c_str());
   for (std::uint32_t i = 0; i < n; ++i) {
     const HopRecord& r = g_hops->records[i];
     if (r.ns < killed_at) continue;
@@ -388,6 +390,9 @@ void collect_hops(const std::string& mechanism, std::int64_t killed_at, pid_t ho
       if (r.pid == sleepers[s]) role = roles[s];
     if (role.empty() || r.pid == holder) continue;
     std::string hop = std::string(hop_name(r.hop));
+    if (raw)
+      std::printf("  %10.1f %-9s %s\n", static_cast<double>(r.ns - killed_at) / 1000.0,
+                  role.c_str(), hop.c_str());
     int k = ++seen[role + hop];
     if (k > 3) continue;
     std::string key = role + ": " + hop + (k > 1 ? " #" + std::to_string(k) : "");
