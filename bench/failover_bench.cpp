@@ -445,10 +445,13 @@ double trial(Mechanism& m) {
   m.queued();
   // Asleep: each sleeper's thread blocked (state S) for a while, and again
   // just before the kill.
+  const auto asleep_by = std::chrono::steady_clock::now() + 10s;
   for (bool asleep = false; !asleep;) {
     std::this_thread::sleep_for(5ms);
     asleep = true;
     for (pid_t s : sleepers) asleep = asleep && thread_state(s) == 'S';
+    if (!asleep && std::chrono::steady_clock::now() > asleep_by)
+      die(m.name + ": a sleeper did not fall asleep");
   }
 #ifdef ZARIS_HOP_TRACE
   g_hops->count.store(0);
