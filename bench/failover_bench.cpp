@@ -3,9 +3,16 @@
 //   zaris_janitor     a zaris Mutex, with a janitor running on the segment
 //   zaris_no_janitor  a zaris Mutex, no janitor
 //   flock             flock(2) LOCK_EX on a file in /dev/shm
-//   robust_mutex      a bare robust process-shared pthread mutex
+//   zaris_election    a zaris Election's leader killed (janitor running): the
+//                     time until the next candidate leads and an observer
+//                     in a third process has heard it
+//   robust_mutex      a bare robust process-shared pthread mutex in a file
+//                     in /dev/shm
 // in the same run, trials interleaved round-robin so that the machine's noise
-// falls on every mechanism alike. With --uri etcd://..., instead:
+// falls on every mechanism alike. Every mechanism is measured the same way:
+// its sleepers are started, queued and asleep (their thread blocked) at least
+// 5 ms before the kill; each stamps CLOCK_MONOTONIC when it has seen the
+// death through; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
 //   zaris_etcd        a zaris Mutex on etcd, its session's TTL --ttl seconds
 //                     (2 by default): no owner death there, so the lock goes
 //                     when etcd expires the holder's lease
@@ -21,7 +28,9 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,12 +38,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,15 +68,36 @@ std::int64_t now_ns() {
   std::exit(1);
 }
 
-// Shared by the bench and its children.
-struct Shared {
-  std::atomic<int> holder_ready;
-  std::atomic<int> waiter_started;
-  std::atomic<std::int64_t> acquired_at;
-  pthread_mutex_t robust;
+// Shared by the bench and its children, in a file in /dev/shm as a
+// segment is. Each word on a cache line of its own: the sleepers' stamps do
+// not share a line with the robust mutex they take.
+constexpr int kMaxSleepers = 2;
+struct alignas(64) Word {
+  std::atomic<std::uint32_t> value;
 };
+struct alignas(64) Stamp {
+  std::atomic<std::int64_t> ns;
+};
+struct Shared {
+  Word holder_ready;
+  Word sleeper_ready[kMaxSleepers];
+  Stamp done_at[kMaxSleepers];
+  alignas(64) pthread_mutex_t robust;
+};
+static_assert(sizeof(std::atomic<std::uint32_t>) == 4);
 
 Shared* g_shared = nullptr;
+
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT32_MAX, nullptr,
+            nullptr, 0);
+}
+
+// In a child: says it is ready, waking the bench if it sleeps on the word.
+void set_ready(Word& w) {
+  w.value.store(1);
+  futex_wake(w.value);
+}
 
 template <typename Body>
 pid_t spawn(Body&& body) {
@@ -79,41 +112,53 @@ pid_t spawn(Body&& body) {
   return pid;
 }
 
-void reap(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-}
-
 // What a child's exit status says of it (see zaris_mechanism for the codes).
 std::string exit_text(int status) {
-  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  if (WIFSIGNALED(status))
+    return "killed by signal " + std::to_string(WTERMSIG(status)) +
+           (WTERMSIG(status) == SIGALRM ? " (it hung: its alarm)" : "");
   return "exit " + std::to_string(WEXITSTATUS(status)) +
-         " (1: open, 2: session, 3: lock, 4: look at the queue)";
+         " (1: open, 2: session, 3: lock or campaign, 4: look at the queue, 5: observe)";
 }
 
-// Waits until `condition` holds; dies when `timeout` passes first, or when
-// the child `watched` (if any) ends first.
-template <typename Condition>
-void wait_until(Condition&& condition, const char* what, pid_t watched = -1,
-                std::chrono::seconds timeout = 10s) {
+// Sleeps on `w` until a child sets it; dies when `timeout` passes first, or
+// when the child `watched` ends first. Asleep, not polling: before the kill
+// the bench takes no CPU from the children.
+void await_ready(Word& w, const char* what, pid_t watched, std::chrono::seconds timeout = 10s) {
   auto give_up = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
+  while (w.value.load() == 0) {
+    timespec slice{0, 100'000'000};
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&w.value), FUTEX_WAIT, 0, &slice,
+              nullptr, 0);
+    if (w.value.load() != 0) break;
     int status = 0;
-    if (watched > 0 && ::waitpid(watched, &status, WNOHANG) == watched && !condition())
+    if (::waitpid(watched, &status, WNOHANG) == watched)
       die(std::string("waiting for ") + what + ": the child ended first, " + exit_text(status));
     if (std::chrono::steady_clock::now() > give_up) die(std::string("timed out: ") + what);
-    std::this_thread::sleep_for(50us);
   }
 }
 
-// One mechanism: how to hold the lock until killed, and how to wait for it.
+// The state letter of a process's main thread (R, S, D...), '?' if unknown.
+char thread_state(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, pid);
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? '?' : line[close + 2];
+}
+
+// One mechanism: how to hold the lock until killed, and the processes that
+// sleep until the holder's death and stamp when they have seen it through.
 struct Mechanism {
   std::string name;
-  std::function<int()> hold;     // in the holder: take the lock, set holder_ready, pause
-  std::function<int()> wait;     // in the waiter: set waiter_started, take the lock, stamp
-  std::function<void()> queued;  // in the bench: returns once the waiter is queued
+  std::function<int()> hold;  // in the holder: take the lock, set holder_ready, pause
+  // In each sleeper i: set sleeper_ready[i], block, stamp done_at[i], exit 0.
+  std::vector<std::function<int(int)>> sleepers;
+  std::function<void()> queued;  // in the bench: returns once the sleepers are queued
   std::vector<double> samples_us;
-  std::chrono::seconds give_up = 10s;  // from the kill to the waiter holding the lock
+  std::chrono::seconds give_up = 10s;  // from the kill to every sleeper done
 };
 
 // In a child: says which step failed and why, and gives its exit code.
@@ -121,6 +166,29 @@ int failed_step(int code, const char* step, const zaris::Error& error) {
   std::fprintf(stderr, "zaris-failover-bench: %s: %s: %s\n", step,
                std::string(zaris::errc_name(error.code)).c_str(), error.message.c_str());
   return code;
+}
+
+void stamp(int i) { g_shared->done_at[i].ns.store(now_ns()); }
+
+// Returns once `count` keys are under `prefix`: looks from a child of its
+// own, as this process opens no client.
+void await_queue(const std::string& segment, const std::string& prefix, std::size_t count) {
+  pid_t looker = spawn([segment, prefix, count] {
+    auto client = zaris::Client::open(segment);
+    if (!client) return failed_step(1, "look: open", client.error());
+    auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < give_up) {
+      auto queue = client->get_prefix(prefix);
+      if (!queue) return failed_step(4, "look: range", queue.error());
+      if (queue->kvs.size() >= count) return 0;
+      std::this_thread::sleep_for(100us);
+    }
+    return 4;
+  });
+  int status = 0;
+  ::waitpid(looker, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    die("the sleepers did not queue: the child looking " + exit_text(status));
 }
 
 // A zaris Mutex at `segment` (a segment or an etcd address), sessions of `ttl`.
@@ -134,72 +202,106 @@ Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
     zaris::Mutex mutex(**session, "failover");
     if (auto locked = mutex.lock(10s); !locked)
       return failed_step(3, "holder: lock", locked.error());
-    g_shared->holder_ready.store(1);
+    set_ready(g_shared->holder_ready);
     for (;;) ::pause();
   };
-  auto wait = [segment, ttl] {
+  auto wait = [segment, ttl](int i) {
     auto client = zaris::Client::open(segment);
     if (!client) return failed_step(1, "waiter: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
     if (!session) return failed_step(2, "waiter: session", session.error());
     zaris::Mutex mutex(**session, "failover");
-    g_shared->waiter_started.store(1);
+    set_ready(g_shared->sleeper_ready[i]);
     if (auto locked = mutex.lock(30s + 2 * ttl); !locked)
       return failed_step(3, "waiter: lock", locked.error());
-    g_shared->acquired_at.store(now_ns());
+    stamp(i);
     (void)mutex.unlock();
     return 0;
   };
-  // Looks from a child of its own: this process opens no client.
-  auto queued = [segment] {
-    pid_t looker = spawn([segment] {
-      auto client = zaris::Client::open(segment);
-      if (!client) return failed_step(1, "look: open", client.error());
-      auto give_up = std::chrono::steady_clock::now() + 10s;
-      while (std::chrono::steady_clock::now() < give_up) {
-        auto queue = client->get_prefix("failover/");
-        if (!queue) return failed_step(4, "look: range", queue.error());
-        if (queue->kvs.size() >= 2) return 0;
-        std::this_thread::sleep_for(50us);
-      }
-      return 4;
-    });
-    int status = 0;
-    ::waitpid(looker, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-      die("the waiter did not queue: the child looking " + exit_text(status));
+  auto queued = [segment] { await_queue(segment, "failover/", 2); };
+  return Mechanism{name, hold, {wait}, queued, {}, 10s + 2 * ttl};
+}
+
+// A zaris Election: the leader killed; done when the next candidate (asleep
+// in campaign) leads and an observer in a third process has heard it.
+Mechanism election_mechanism(const std::string& segment) {
+  const std::chrono::seconds ttl = 10s;
+  auto lead = [segment, ttl] {
+    auto client = zaris::Client::open(segment);
+    if (!client) return failed_step(1, "leader: open", client.error());
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+    if (!session) return failed_step(2, "leader: session", session.error());
+    zaris::Election election(**session, "election");
+    if (auto won = election.campaign("old", 10s); !won)
+      return failed_step(3, "leader: campaign", won.error());
+    set_ready(g_shared->holder_ready);
+    for (;;) ::pause();
   };
-  return Mechanism{name, hold, wait, queued, {}, 10s + 2 * ttl};
+  auto candidate = [segment, ttl](int i) {
+    auto client = zaris::Client::open(segment);
+    if (!client) return failed_step(1, "candidate: open", client.error());
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+    if (!session) return failed_step(2, "candidate: session", session.error());
+    zaris::Election election(**session, "election");
+    set_ready(g_shared->sleeper_ready[i]);
+    if (auto won = election.campaign("new", 30s); !won)
+      return failed_step(3, "candidate: campaign", won.error());
+    stamp(i);
+    (void)election.resign();
+    return 0;
+  };
+  auto observer = [segment, ttl](int i) {
+    auto client = zaris::Client::open(segment);
+    if (!client) return failed_step(1, "observer: open", client.error());
+    auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+    if (!session) return failed_step(2, "observer: session", session.error());
+    zaris::Election election(**session, "election");
+    auto observing = election.observe();
+    if (!observing) return failed_step(5, "observer: observe", observing.error());
+    auto first = observing->next(10s);  // the leader about to be killed
+    if (!first || !*first || (*first)->value != "old") return 5;
+    set_ready(g_shared->sleeper_ready[i]);
+    for (;;) {
+      auto heard = observing->next(30s);
+      if (!heard) return failed_step(5, "observer: next", heard.error());
+      if (!*heard) return 5;
+      if ((*heard)->value == "new") break;
+    }
+    stamp(i);
+    return 0;
+  };
+  auto queued = [segment] { await_queue(segment, "election/", 2); };
+  return Mechanism{"zaris_election", lead, {candidate, observer}, queued, {}, 10s + 2 * ttl};
 }
 
 Mechanism flock_mechanism(const std::string& path) {
   auto hold = [path] {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 1;
-    g_shared->holder_ready.store(1);
+    set_ready(g_shared->holder_ready);
     for (;;) ::pause();
   };
-  auto wait = [path] {
+  auto wait = [path](int i) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return 1;
-    g_shared->waiter_started.store(1);
+    set_ready(g_shared->sleeper_ready[i]);
     if (::flock(fd, LOCK_EX) != 0) return 2;
-    g_shared->acquired_at.store(now_ns());
+    stamp(i);
     return 0;
   };
-  return Mechanism{"flock", hold, wait, [] {}, {}};
+  return Mechanism{"flock", hold, {wait}, [] {}, {}};
 }
 
 Mechanism robust_mechanism() {
   auto hold = [] {
     if (pthread_mutex_lock(&g_shared->robust) != 0) return 1;
-    g_shared->holder_ready.store(1);
+    set_ready(g_shared->holder_ready);
     for (;;) ::pause();
   };
-  auto wait = [] {
-    g_shared->waiter_started.store(1);
+  auto wait = [](int i) {
+    set_ready(g_shared->sleeper_ready[i]);
     int rc = pthread_mutex_lock(&g_shared->robust);
-    g_shared->acquired_at.store(now_ns());
+    stamp(i);
     if (rc == EOWNERDEAD)
       pthread_mutex_consistent(&g_shared->robust);
     else if (rc != 0)
@@ -207,7 +309,7 @@ Mechanism robust_mechanism() {
     pthread_mutex_unlock(&g_shared->robust);
     return 0;
   };
-  return Mechanism{"robust_mutex", hold, wait, [] {}, {}};
+  return Mechanism{"robust_mutex", hold, {wait}, [] {}, {}};
 }
 
 void init_robust(pthread_mutex_t& mutex) {
@@ -219,33 +321,161 @@ void init_robust(pthread_mutex_t& mutex) {
   pthread_mutexattr_destroy(&attr);
 }
 
-// One trial: a holder, a waiter queued behind it and asleep, the holder
-// killed; the time from the kill to the waiter holding the lock.
-double trial(Mechanism& m) {
-  g_shared->holder_ready.store(0);
-  g_shared->waiter_started.store(0);
-  g_shared->acquired_at.store(0);
-  pid_t holder = spawn(m.hold);
-  wait_until([] { return g_shared->holder_ready.load() == 1; }, "the holder", holder);
-  pid_t waiter = spawn(m.wait);
-  wait_until([] { return g_shared->waiter_started.load() == 1; }, "the waiter", waiter);
-  m.queued();
-  std::this_thread::sleep_for(2ms);  // let the waiter fall asleep
-  std::int64_t killed_at = now_ns();
-  ::kill(holder, SIGKILL);
-  wait_until([] { return g_shared->acquired_at.load() != 0; }, "the waiter to take the lock",
-             waiter, m.give_up);
-  double us = static_cast<double>(g_shared->acquired_at.load() - killed_at) / 1000.0;
-  reap(holder);
-  reap(waiter);
-  return us;
-}
-
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   if (v.empty()) return 0;
   auto i = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// With ZARIS_HOP_TRACE (a diagnostic build, see src/segment/hop_trace.hpp,
+// whose file format this repeats): every stamp of the library in a file the
+// children inherit, and per mechanism the median time from the kill to each
+// hop of each process (with ZARIS_HOP_TRACE_RAW set, every trial's hops too).
+#ifdef ZARIS_HOP_TRACE
+struct HopRecord {
+  std::uint32_t hop;
+  std::int32_t pid;
+  std::int64_t ns;
+};
+constexpr std::uint32_t kHopCapacity = 4096;
+struct HopTrace {
+  std::atomic<std::uint32_t> count;
+  std::uint32_t reserved;
+  HopRecord records[kHopCapacity];
+};
+HopTrace* g_hops = nullptr;
+std::string g_hops_path;
+pid_t g_janitor = 0;
+
+void open_hop_trace() {
+  g_hops_path = "/dev/shm/zaris-failover-" + std::to_string(::getpid()) + "-hops";
+  int fd = ::open(g_hops_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0 || ::ftruncate(fd, sizeof(HopTrace)) != 0) die("cannot create " + g_hops_path);
+  void* map = ::mmap(nullptr, sizeof(HopTrace), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) die("mmap failed");
+  g_hops = static_cast<HopTrace*>(map);
+  ::setenv("ZARIS_HOP_TRACE_FILE", g_hops_path.c_str(), 1);
+}
+
+const char* hop_name(std::uint32_t hop) {
+  switch (hop) {
+    case 1: return "futex_waitv returns";
+    case 2: return "relayed to the others";
+    case 3: return "segment lock taken";
+    case 4: return "marked the dead dying";
+    case 5: return "released the dead's keys";
+    default: return "?";
+  }
+}
+
+// Per mechanism: "role: hop #k" to its times from the kill, in us.
+std::map<std::string, std::map<std::string, std::vector<double>>> g_hop_samples;
+
+void collect_hops(const std::string& mechanism, std::int64_t killed_at, pid_t holder,
+                  const std::vector<pid_t>& sleepers, const std::vector<std::int64_t>& done) {
+  const std::uint32_t n = std::min(g_hops->count.load(), kHopCapacity);
+  std::map<std::string, int> seen;
+  auto& samples = g_hop_samples[mechanism];
+  const char* roles[] = {mechanism == "zaris_election" ? "candidate" : "waiter", "observer"};
+  static const bool raw = std::getenv("ZARIS_HOP_TRACE_RAW") != nullptr;
+  if (raw) std::printf("trial of %s\n", mechanism.c_str());
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const HopRecord& r = g_hops->records[i];
+    if (r.ns < killed_at) continue;
+    std::string role;
+    if (r.pid == g_janitor) role = "janitor";
+    for (std::size_t s = 0; s < sleepers.size(); ++s)
+      if (r.pid == sleepers[s]) role = roles[s];
+    if (role.empty() || r.pid == holder) continue;
+    std::string hop = std::string(hop_name(r.hop));
+    if (raw)
+      std::printf("  %10.1f %-9s %s\n", static_cast<double>(r.ns - killed_at) / 1000.0,
+                  role.c_str(), hop.c_str());
+    int k = ++seen[role + hop];
+    if (k > 3) continue;
+    std::string key = role + ": " + hop + (k > 1 ? " #" + std::to_string(k) : "");
+    samples[key].push_back(static_cast<double>(r.ns - killed_at) / 1000.0);
+  }
+  for (std::size_t s = 0; s < sleepers.size(); ++s)
+    samples[std::string(roles[s]) + ": done (lock held / leader / heard)"].push_back(
+        static_cast<double>(done[s] - killed_at) / 1000.0);
+}
+
+void print_hops(int trials) {
+  std::printf("\nhops (ZARIS_HOP_TRACE): median us from the kill, and in how many trials\n");
+  for (auto& [mechanism, hops] : g_hop_samples) {
+    std::printf("%s\n", mechanism.c_str());
+    std::vector<std::pair<double, std::string>> rows;
+    for (auto& [hop, v] : hops) {
+      char line[200];
+      std::snprintf(line, sizeof line, "  %-50s %10.1f %6zu/%d", hop.c_str(),
+                    percentile(v, 0.5), v.size(), trials);
+      rows.emplace_back(percentile(v, 0.5), line);
+    }
+    std::sort(rows.begin(), rows.end());
+    for (auto& [median, line] : rows) std::printf("%s\n", line.c_str());
+  }
+}
+#endif
+
+// One trial: a holder; the sleepers queued behind it and asleep well before
+// the kill; the holder killed; the time from the kill to the last sleeper
+// done. The bench sleeps in waitpid meanwhile: it takes no CPU from them.
+double trial(Mechanism& m) {
+  const int n = static_cast<int>(m.sleepers.size());
+  g_shared->holder_ready.value.store(0);
+  for (int i = 0; i < kMaxSleepers; ++i) {
+    g_shared->sleeper_ready[i].value.store(0);
+    g_shared->done_at[i].ns.store(0);
+  }
+  pid_t holder = spawn(m.hold);
+  await_ready(g_shared->holder_ready, "the holder", holder);
+  std::vector<pid_t> sleepers;
+  const auto give_up = static_cast<unsigned>(m.give_up.count());
+  for (int i = 0; i < n; ++i) {
+    auto& body = m.sleepers[static_cast<std::size_t>(i)];
+    sleepers.push_back(spawn([&body, i, give_up] {
+      ::alarm(give_up + 10);  // a hang guard: SIGALRM ends a sleeper that never wakes
+      return body(i);
+    }));
+    await_ready(g_shared->sleeper_ready[i], "a sleeper", sleepers.back());
+  }
+  m.queued();
+  // Asleep: each sleeper's thread blocked (state S) for a while, and again
+  // just before the kill.
+  const auto asleep_by = std::chrono::steady_clock::now() + 10s;
+  for (bool asleep = false; !asleep;) {
+    std::this_thread::sleep_for(5ms);
+    asleep = true;
+    for (pid_t s : sleepers) asleep = asleep && thread_state(s) == 'S';
+    if (!asleep && std::chrono::steady_clock::now() > asleep_by)
+      die(m.name + ": a sleeper did not fall asleep");
+  }
+#ifdef ZARIS_HOP_TRACE
+  g_hops->count.store(0);
+#endif
+  std::int64_t killed_at = now_ns();
+  ::kill(holder, SIGKILL);
+  std::int64_t last = 0;
+  std::vector<std::int64_t> done;
+  for (int i = 0; i < n; ++i) {
+    int status = 0;
+    ::waitpid(sleepers[static_cast<std::size_t>(i)], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      die(m.name + ": a sleeper failed, " + exit_text(status));
+    std::int64_t at = g_shared->done_at[i].ns.load();
+    if (at == 0) die(m.name + ": a sleeper exited without its stamp");
+    last = std::max(last, at);
+    done.push_back(at);
+  }
+  int status = 0;
+  ::waitpid(holder, &status, 0);
+#ifdef ZARIS_HOP_TRACE
+  collect_hops(m.name, killed_at, holder, sleepers, done);
+#endif
+  return static_cast<double>(last - killed_at) / 1000.0;
 }
 
 // The shared-memory mechanisms, their segments and the janitor's process;
@@ -272,10 +502,21 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
     if (!running) return 2;
     for (;;) ::pause();
   });
-  wait_until([&] { return a->info()->janitor_pid.has_value(); }, "the janitor", janitor);
+  for (auto give_up = std::chrono::steady_clock::now() + 10s;
+       !a->info()->janitor_pid.has_value();) {
+    int status = 0;
+    if (::waitpid(janitor, &status, WNOHANG) == janitor)
+      die("the janitor ended: " + exit_text(status));
+    if (std::chrono::steady_clock::now() > give_up) die("timed out: the janitor");
+    std::this_thread::sleep_for(1ms);
+  }
+#ifdef ZARIS_HOP_TRACE
+  g_janitor = janitor;
+#endif
   cleanup = [=] {
     ::kill(janitor, SIGKILL);
-    reap(janitor);
+    int status = 0;
+    ::waitpid(janitor, &status, 0);
     (void)zaris::Client::destroy(with);
     (void)zaris::Client::destroy(without);
     ::unlink(flock_path.c_str());
@@ -284,6 +525,7 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
   std::vector<Mechanism> mechanisms;
   mechanisms.push_back(zaris_mechanism("zaris_janitor", with));
   mechanisms.push_back(zaris_mechanism("zaris_no_janitor", without));
+  mechanisms.push_back(election_mechanism(with));
   mechanisms.push_back(flock_mechanism(flock_path));
   mechanisms.push_back(robust_mechanism());
   return mechanisms;
@@ -323,12 +565,19 @@ int main(int argc, char** argv) {
   if (!uri.empty() && uri.rfind("etcd://", 0) != 0)
     die("--uri takes an etcd://HOST:PORT[,...][/PREFIX] address");
 
-  void* map =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  const std::string shared_path = "/dev/shm/zaris-failover-" + std::to_string(::getpid());
+  int shared_fd = ::open(shared_path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (shared_fd < 0 || ::ftruncate(shared_fd, sizeof(Shared)) != 0)
+    die("cannot create " + shared_path);
+  void* map = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0);
+  ::close(shared_fd);
   if (map == MAP_FAILED) die("mmap failed");
   g_shared = new (map) Shared{};
   init_robust(g_shared->robust);
 
+#ifdef ZARIS_HOP_TRACE
+  open_hop_trace();
+#endif
   std::vector<Mechanism> mechanisms;
   std::function<void()> cleanup = [] {};
   const std::chrono::seconds ttl(ttl_seconds);
@@ -343,9 +592,12 @@ int main(int argc, char** argv) {
   for (int t = 0; t < trials; ++t)
     for (auto& m : mechanisms) m.samples_us.push_back(trial(m));
   cleanup();
+  ::unlink(shared_path.c_str());
 
-  std::printf("failover: SIGKILL of the holder to the next waiter holding the lock, %d trials\n",
-              trials);
+  std::printf(
+      "failover: SIGKILL of the holder to the next waiter holding the lock (election: the next\n"
+      "candidate leading and an observer having heard it), %d trials\n",
+      trials);
   std::printf("%-18s %12s %12s\n", "mechanism", "median_us", "p99_us");
   std::string json = "{\"mechanisms\": {";
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
@@ -372,6 +624,10 @@ int main(int argc, char** argv) {
     json += entry;
   }
   json += "}\n";
+#ifdef ZARIS_HOP_TRACE
+  print_hops(trials);
+  ::unlink(g_hops_path.c_str());
+#endif
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << json;

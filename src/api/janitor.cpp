@@ -26,9 +26,10 @@ using engine::Engine;
 constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
 constexpr std::int64_t kBusyRetryNs = 100'000'000;
 constexpr std::int64_t kFallbackSliceNs = 10'000'000;
-// On a death, those asleep on the dead owner's keys wake from the same notice
-// and release what they wait for themselves: the janitor lets them go first,
-// then releases the rest (docs/owners.md).
+// On a death the kernel wakes, on the dead owner's other liveness word and
+// before the janitor, one of those asleep on its keys, which wakes the others
+// and releases what they wait for: the janitor lets them go first, then
+// releases the rest (docs/owners.md).
 constexpr std::int64_t kDeathHeadStartNs = 500'000;
 
 std::int64_t real_now() {
@@ -129,8 +130,8 @@ class Janitor::Impl {
       const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       if (set.wait(until, /*spin=*/false, kFallbackSliceNs).death) {
-        // Those asleep on the dead owner's keys were woken too: give them
-        // their head start.
+        // Those asleep on the dead owner's keys were woken too, on the
+        // other word: give them their head start.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }

@@ -3,6 +3,7 @@
 #include "engine/engine.hpp"
 
 #include "engine/internal.hpp"
+#include "segment/hop_trace.hpp"
 #include "segment/robust_mutex.hpp"
 
 namespace zaris::engine {
@@ -10,6 +11,7 @@ namespace zaris::engine {
 Result<segment::Acquired> Engine::acquire() {
   if (mapping_->lost()) return mapping_->lost_error();
   auto acquired = segment::lock(*control_, lock_timeout_);
+  ZARIS_HOP(locked);
   // Poisoned or truncated while this call waited for the lock: say why.
   if (!acquired && mapping_->lost()) return mapping_->lost_error();
   return acquired;
@@ -21,6 +23,7 @@ void Engine::epilogue(Op& tx) {
     for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
     std::uint32_t keys = kReapKeyBudget;
     release_dying(tx, keys);
+    ZARIS_HOP(released);
   }
   // The janitor sleeps until janitor_wake_at (0 when none sleeps): wake it if
   // the heap's top is now earlier (a grant, a revoke or a death left work for

@@ -101,7 +101,8 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
         pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
       } else if (i != mine) {
-        pass.owners.push_back(segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.alive), 0});
+        pass.owners.push_back(
+            segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.janitor_alive), 0});
       }
     }
     std::uint32_t keys = kJanitorKeyBudget;

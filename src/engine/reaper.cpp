@@ -6,6 +6,7 @@
 
 #include "engine/internal.hpp"
 #include "segment/futex.hpp"
+#include "segment/hop_trace.hpp"
 
 namespace zaris::engine {
 
@@ -126,6 +127,7 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   tx.set(st.dying_processes, st.dying_processes + 1);
   tx.set(store_.counters().owner_deaths, store_.counters().owner_deaths + 1);
   tx.commit();
+  ZARIS_HOP(saw_dead);
   // The kernel woke one waiter on the death, perhaps not all: wake them all.
   segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
   wake_janitor_now(channels_->registry);

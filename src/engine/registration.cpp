@@ -11,6 +11,7 @@
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
+#include "segment/crash_point.hpp"
 #include "segment/process.hpp"
 #include "segment/robust_mutex.hpp"
 
@@ -72,15 +73,25 @@ Result<std::uint32_t> Engine::register_locked() {
   return locked<std::uint32_t>(Reap::yes, [&](Op& tx, std::int64_t) -> Result<std::uint32_t> {
     StoreState& st = store_.state();
     const std::uint32_t capacity = layout_.caps.max_processes;
-    // Takes the liveness mutex of a slot; false if it cannot be taken (held by
-    // a peer that broke the rules, or unrecoverable): that slot is skipped.
-    auto take = [&](ProcessSlot& p) {
-      int rc = segment::try_lock_robust(p.alive);
+    // Takes a liveness mutex of a slot; false if it cannot be taken (held by
+    // a peer that broke the rules, or unrecoverable).
+    auto take_one = [&](pthread_mutex_t& m) {
+      int rc = segment::try_lock_robust(m);
       if (rc == EOWNERDEAD) {
-        pthread_mutex_consistent(&p.alive);
+        pthread_mutex_consistent(&m);
         rc = 0;
       }
       return rc == 0;
+    };
+    // Takes both, the janitor's first: `alive`, locked last, is the first the
+    // kernel marks and wakes on when this thread dies. False (neither held)
+    // if either cannot be taken: that slot is skipped.
+    auto take = [&](ProcessSlot& p) {
+      if (!take_one(p.janitor_alive)) return false;
+      segment::crash::step();  // a death here: the one taken is OWNER_DIED, the slot free
+      if (take_one(p.alive)) return true;
+      (void)segment::unlock_robust(p.janitor_alive);
+      return false;
     };
     // A free slot, else one whose registration died holding no lease.
     bool reclaimed = false;
@@ -131,7 +142,9 @@ Result<std::uint32_t> Engine::register_locked() {
       // A dead registration taken over without passing through mark_dying.
       if (reclaimed) tx.set(store_.counters().owner_deaths, store_.counters().owner_deaths + 1);
     } catch (...) {
-      (void)segment::unlock_robust(p.alive);  // rolled back: the slot stays as it was
+      // Rolled back: the slot stays as it was.
+      (void)segment::unlock_robust(p.alive);
+      (void)segment::unlock_robust(p.janitor_alive);
       throw;
     }
     wake_janitor_now(channels_->registry);
@@ -144,6 +157,7 @@ void Engine::deregister_locked() {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
       (void)segment::unlock_robust(p.alive);
+      (void)segment::unlock_robust(p.janitor_alive);
       return {};
     }
     StoreState& st = store_.state();
@@ -166,8 +180,11 @@ void Engine::deregister_locked() {
     }
     tx.commit();
     // After the commit: a death before it leaves a dead registration; after
-    // it, a free slot whose mutex the next claimer finds OWNER_DIED.
+    // it, a free slot whose mutexes (one or both) the next claimer finds
+    // OWNER_DIED.
     (void)segment::unlock_robust(p.alive);
+    segment::crash::step();  // a death here: `janitor_alive` OWNER_DIED, the slot free
+    (void)segment::unlock_robust(p.janitor_alive);
     wake_janitor_now(channels_->registry);
     return {};
   });

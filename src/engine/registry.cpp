@@ -17,6 +17,10 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
   return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.alive));
 }
 
+std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept {
+  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.janitor_alive));
+}
+
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {
   constexpr std::uint32_t kFutexWaiters = 0x80000000u;
   std::atomic_ref<std::uint32_t> w(*word);
@@ -37,9 +41,13 @@ ProcessSlot& Store::process(std::uint32_t slot) const {
   return processes_[slot];
 }
 
+// Alive while both liveness words are: the kernel marks them one after the
+// other, and a death seen on either is final.
 bool Store::process_alive(const ProcessSlot& p) const noexcept {
   if (p.state != segment::kProcessLive) return false;
-  return liveness_alive(liveness_word(const_cast<ProcessSlot&>(p)).load(std::memory_order_acquire));
+  auto& slot = const_cast<ProcessSlot&>(p);
+  return liveness_alive(liveness_word(slot).load(std::memory_order_acquire)) &&
+         liveness_alive(janitor_liveness_word(slot).load(std::memory_order_acquire));
 }
 
 bool Store::owner_alive(const LeaseSlot& l) const noexcept {

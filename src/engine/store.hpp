@@ -269,8 +269,10 @@ class Store {
   std::uint64_t index_changes_ = 0;
 };
 
-// The futex word of a registration's liveness mutex (glibc's `__lock`).
+// The futex words of a registration's liveness mutexes (glibc's `__lock`):
+// the one every sleeper but the janitor sleeps on, and the janitor's.
 std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
+std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept;
 // Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a
 // waiter when its thread dies; `expected` is the value to sleep on. False if
 // the word is dead.

@@ -8,6 +8,7 @@
 
 #include "engine/internal.hpp"
 #include "segment/deadline.hpp"
+#include "segment/hop_trace.hpp"
 
 namespace zaris::engine {
 
@@ -104,6 +105,7 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
     }
     return out;
   }
+  ZARIS_HOP(woke);
   out.changed = woke >= 0;
   // The kernel wakes one waiter on a death: pass it on to the others.
   for (std::uint32_t i = 0; i < count_; ++i) {
@@ -113,6 +115,7 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
       out.death = true;
     }
   }
+  if (out.death) ZARIS_HOP(relayed);
   return out;
 }
 

@@ -36,7 +36,11 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // 8: contender keys name their lease as etcd's recipes do (NAME/<%x>, no
 // padding): a process of version 7 would not see them, nor they its keys, so
 // the two must not share a segment's locks.
-inline constexpr std::uint32_t kLayoutVersion = 8;
+// 9: a registration holds two liveness mutexes (ProcessSlot::alive for every
+// sleeper, ProcessSlot::janitor_alive for the janitor), so that the kernel
+// wakes a sleeper on an owner's death and not only the janitor: a process of
+// version 8 would hold the first alone and be taken for dead.
+inline constexpr std::uint32_t kLayoutVersion = 9;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -342,9 +346,13 @@ inline constexpr std::uint32_t kProcessDying = 2;    // dead; its leases are bei
 inline constexpr std::uint32_t kProcessJanitor = 1;  // flags: it runs as the janitor
 
 struct alignas(kCacheLine) ProcessSlot {
-  // Robust, process-shared; held by the registrant's liveness thread while the
-  // registration lives. Its futex word is the liveness word: the kernel
-  // writes FUTEX_OWNER_DIED into it when that thread dies.
+  // Robust, process-shared; both held by the registrant's liveness thread
+  // while the registration lives. Their futex words are the liveness words:
+  // the kernel writes FUTEX_OWNER_DIED into each when that thread dies, and
+  // wakes one sleeper on each. Every sleeper but the janitor sleeps on
+  // `alive`; the janitor alone on `janitor_alive`. `alive` is locked last,
+  // so the kernel, which walks a dead thread's robust list from the most
+  // recently locked, marks it and wakes its sleeper first (docs/owners.md).
   pthread_mutex_t alive;
   std::uint32_t generation;  // bumped at every claim
   std::uint32_t state;       // kProcessFree / kProcessLive / kProcessDying
@@ -353,7 +361,8 @@ struct alignas(kCacheLine) ProcessSlot {
   std::uint64_t start_time;  // the registrant's start time (clock ticks since boot)
   std::uint32_t lease_head;  // first bound lease, or kNone
   std::uint32_t lease_count;
-  std::uint8_t reserved[128 - sizeof(pthread_mutex_t) - 32];
+  pthread_mutex_t janitor_alive;
+  std::uint8_t reserved[128 - 2 * sizeof(pthread_mutex_t) - 32];
 };
 static_assert(sizeof(ProcessSlot) == 128);
 

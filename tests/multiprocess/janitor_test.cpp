@@ -3,6 +3,7 @@
 // consistent and the next one carries on.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -363,6 +364,121 @@ BOOST_FIXTURE_TEST_CASE(a_forked_copy_leaves_the_parents_janitor_alone, SharedCl
   janitor->reset();
   BOOST_TEST(!client->info()->janitor_pid.has_value());
   require_consistent();
+}
+
+// One death, every kind of sleeper: a lock waiter (Mutex::lock), a watcher
+// of the dead owner's key reading events, and wait_for_change on that key,
+// each in a process of its own, asleep when the owner is SIGKILLed. Each
+// must wake and see the death through: the lock taken, the DELETE read with
+// reason owner-died, the key gone. The kernel wakes one sleeper on the dead
+// liveness word; it wakes the others and releases what the dead held, which
+// wakes the watcher; with a janitor running, the janitor (asleep on its own
+// word) is not in the way. The bounds are hang guards, not timings.
+struct Sleepers {
+  std::atomic<int> owner_ready;
+  std::atomic<int> ready[3];
+};
+
+void every_kind_of_sleeper_wakes(bool with_janitor) {
+  const std::string name = zaris::test::unique_segment_name(with_janitor ? "wakeallj" : "wakeall");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  auto* shared = zaris::test::shared_object<Sleepers>();
+  // The owner: holds "m" and a key "owned" of its session's (bound) lease.
+  pid_t owner = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    auto session = zaris::Session::create(*own);
+    if (!session) return 2;
+    zaris::Mutex mutex(**session, "m");
+    if (!mutex.lock(10s)) return 3;
+    if (!own->put("owned", "v", Put::with_lease((*session)->lease()))) return 4;
+    shared->owner_ready.store(1);
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(eventually([&] { return shared->owner_ready.load() == 1; }));
+  auto owned = client->get("owned");
+  BOOST_REQUIRE(owned.ok() && owned->has_value());
+  const std::uint64_t seen = (*owned)->mod_revision;
+  pid_t locker = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    auto session = zaris::Session::create(*own);
+    if (!session) return 2;
+    zaris::Mutex mutex(**session, "m");
+    shared->ready[0].store(1);
+    if (!mutex.lock(60s)) return 3;
+    auto left = own->get("owned");
+    return left.ok() && !left->has_value() ? 0 : 4;
+  });
+  pid_t watching = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    auto watcher = own->watch("owned", zaris::WatchOptions{false, seen + 1});
+    if (!watcher) return 2;
+    shared->ready[1].store(1);
+    auto events = watcher->wait(60s);
+    if (!events) return 3;
+    for (const auto& e : *events)
+      if (e.type == EventType::del && e.kv.key == "owned" &&
+          e.reason == DeleteReason::owner_died)
+        return 0;
+    return 4;
+  });
+  pid_t changing = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    shared->ready[2].store(1);
+    auto changed = own->wait_for_change("owned", seen, 60s);
+    if (!changed || !*changed) return 3;
+    auto left = own->get("owned");
+    return left.ok() && !left->has_value() ? 0 : 4;
+  });
+  pid_t janitor = 0;
+  if (with_janitor) {
+    std::atomic<int>* running = &shared->owner_ready;
+    running->store(0);
+    janitor = zaris::test::fork_child([&] {
+      auto own = Client::open(name);
+      if (!own) return 1;
+      auto started = Janitor::start(*own, quiet());
+      if (!started) return 2;
+      running->store(1);
+      for (;;) ::pause();
+    });
+    BOOST_REQUIRE(eventually([&] { return running->load() == 1; }));
+    BOOST_REQUIRE(zaris::test::wait_until_asleep(janitor) != 0);
+  }
+  for (auto& r : shared->ready) BOOST_REQUIRE(eventually([&] { return r.load() == 1; }));
+  // Each asleep: the lock waiter and wait_for_change in futex_waitv with the
+  // owner's liveness word, the watcher on its channel.
+  BOOST_REQUIRE(zaris::test::wait_until_asleep(locker) != 0);
+  BOOST_REQUIRE(zaris::test::wait_until_asleep(changing) != 0);
+  BOOST_REQUIRE(eventually([&] {
+    return zaris::test::blocked_in(watching, 0, {SYS_futex, SYS_futex_waitv}) != 0;
+  }));
+  ::kill(owner, SIGKILL);
+  BOOST_TEST(wait_exit(owner) == 128 + SIGKILL);
+  BOOST_TEST(zaris::test::wait_exit_within(locker, 60'000ms) == 0);
+  BOOST_TEST(zaris::test::wait_exit_within(watching, 60'000ms) == 0);
+  BOOST_TEST(zaris::test::wait_exit_within(changing, 60'000ms) == 0);
+  if (janitor > 0) {
+    ::kill(janitor, SIGKILL);
+    wait_exit(janitor);
+  }
+  auto violations = client->check();
+  BOOST_REQUIRE(violations.ok());
+  BOOST_TEST(violations->empty());
+  client = Client::open(name);
+  (void)Client::destroy(name);
+}
+
+BOOST_AUTO_TEST_CASE(a_death_wakes_every_kind_of_sleeper_with_a_janitor) {
+  every_kind_of_sleeper_wakes(true);
+}
+
+BOOST_AUTO_TEST_CASE(a_death_wakes_every_kind_of_sleeper_without_a_janitor) {
+  every_kind_of_sleeper_wakes(false);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
