@@ -221,13 +221,17 @@ class Engine {
   std::uint32_t end_reason(const LeaseSlot& lease) const;
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
   // The key is given by its hash32 where the caller has it.
-  void note_key(Op& tx, std::string_view key);
-  void note_key_hash(Op& tx, std::uint32_t hash);
+  // Also bumps the wake word of the key's slot (`slot`), and wakes it after
+  // unlock if a sleeper may be on it.
+  void note_key(Op& tx, std::string_view key, std::uint32_t slot);
+  void note_key_hash(Op& tx, std::uint32_t hash, std::uint32_t slot);
   void note_all(Op& tx);
   void bump(Op& tx, segment::Channel& channel, bool& noted);
   // Bumps and wakes one of the janitor's channels at once, under the lock.
   void wake_janitor_now(segment::Channel& channel);
   void wake_noted(Wakeups& noted);
+  // Wakes every sleeper on a key slot's wake word, and counts them.
+  void wake_key_word(std::uint32_t slot);
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   segment::EventSlotHeader& ring_slot(std::uint64_t slot) const;  // slot < max_events
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
