@@ -97,6 +97,7 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   Woken out;
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
+    out.spun = true;
     return out;
   }
   const int woke = segment::futex_wait_any(words_, count_, until);

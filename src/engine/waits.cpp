@@ -111,10 +111,23 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     for (std::size_t o = 0; o < seen->owner_count && !dead; ++o)
       dead = !set.add_owner(seen->owners[o]);
     if (dead) continue;  // an owner died since: look again
-    // No spinning first: with many waiters queued on a lock, all but the
-    // next would spin for nothing, a CPU each; a sleeper costs nothing until
-    // the one change it waits for wakes it.
-    (void)set.wait(until, /*spin=*/false, kNever);
+    // A lock changes hands in a few microseconds, and with one waiter the
+    // change it waits for often comes as fast: then it spins that long
+    // before paying for a sleep and a wake-up. With many queued, all but the
+    // next would spin for nothing, a CPU each: a spin that missed makes the
+    // next waits of this client sleep at once, twice as many each miss (up
+    // to kSpinBackoffMax), until one spin catches its change again.
+    const bool spin = spin_skip_.load(std::memory_order_relaxed) == 0;
+    if (!spin) spin_skip_.fetch_sub(1, std::memory_order_relaxed);
+    const WaitSet::Woken woken = set.wait(until, spin, kNever);
+    if (spin) {
+      std::uint32_t backoff = 0;
+      if (!woken.spun)
+        backoff = std::min(std::max(2 * spin_backoff_.load(std::memory_order_relaxed), 1u),
+                           kSpinBackoffMax);
+      spin_backoff_.store(backoff, std::memory_order_relaxed);
+      spin_skip_.store(backoff, std::memory_order_relaxed);
+    }
   }
 }
 
