@@ -18,7 +18,8 @@
 // is written by the holder of Control::mutex, through the journal (Tx), with three exceptions
 // argued in docs/segment.md: the body of a slot allocated in the same transaction (a rollback
 // returns it to the free list unread); the lease deadline CAS to DEAD (sealing, revoke), which is
-// final; and keep_alive's lock-free CAS of a lease's {id, deadline} pair.
+// final; and keep_alive's lock-free CAS of a lease's {id, deadline} pair. The wait hints
+// (Channels, KeySlotHeader::wake) are never journaled (docs/coordination.md, "Channels").
 #pragma once
 
 #include <pthread.h>
