@@ -12,6 +12,9 @@ and a median over rounds hold.
       --filter '/1000$|BM_LockUnlock$|BM_FlockLockUnlock|BM_RobustMutex' \\
       --peer BM_LockUnlock=BM_FlockLockUnlock --peer BM_Get/1000=BM_RobustMutexLockUnlock
 
+--counter NAME adds a row BENCHMARK:NAME with the median of that user
+counter (e.g. --counter cpu_ns_per_handoff for BM_LockHandoff/N).
+
 With one binary it runs it --rounds times and prints the median time and
 the median ratio to the peer of each benchmark. --arg passes an argument on
 to the binary (e.g. --arg=--uri=etcd://127.0.0.1:2379):
@@ -26,12 +29,20 @@ import subprocess
 import sys
 
 
-def run(binary, pattern, min_time, extra):
+def run(binary, pattern, min_time, extra, counters=()):
+    """{name: real_time}, and with counters, also {name + ':' + counter: value}."""
     out = subprocess.run([binary, '--benchmark_filter=' + pattern, '--benchmark_format=json',
                           '--benchmark_min_time=' + min_time] + extra,
                          capture_output=True, text=True, check=True).stdout
-    return {b['name']: b['real_time'] for b in json.loads(out)['benchmarks']
-            if 'error_occurred' not in b}
+    times = {}
+    for b in json.loads(out)['benchmarks']:
+        if 'error_occurred' in b:
+            continue
+        times[b['name']] = b['real_time']
+        for c in counters:
+            if c in b:
+                times[b['name'] + ':' + c] = b[c]
+    return times
 
 
 def main():
@@ -43,6 +54,8 @@ def main():
     parser.add_argument('--min-time', default='0.1', help='seconds per benchmark and run')
     parser.add_argument('--peer', action='append', default=[], metavar='BENCHMARK=PEER')
     parser.add_argument('--arg', action='append', default=[], help='passed on to the binaries')
+    parser.add_argument('--counter', action='append', default=[],
+                        help='a user counter to print too (its median), as a row NAME:COUNTER')
     args = parser.parse_args()
     if args.new is None:
         return alone(args)
@@ -51,7 +64,7 @@ def main():
     for r in range(args.rounds):
         for which in (('old', 'new', 'new', 'old') if r % 2 == 0 else ('new', 'old', 'old', 'new')):
             binary = args.old if which == 'old' else args.new
-            runs[which].append(run(binary, args.filter, args.min_time, args.arg))
+            runs[which].append(run(binary, args.filter, args.min_time, args.arg, args.counter))
     names = sorted(set().union(*(r.keys() for rs in runs.values() for r in rs)))
     print(f'{"benchmark":44} {"old":>10} {"new":>10} {"old/peer":>9} {"new/peer":>9}')
     for name in names:
@@ -69,7 +82,8 @@ def main():
 
 def alone(args):
     peers = dict(p.split('=', 1) for p in args.peer)
-    runs = [run(args.old, args.filter, args.min_time, args.arg) for _ in range(args.rounds)]
+    runs = [run(args.old, args.filter, args.min_time, args.arg, args.counter)
+            for _ in range(args.rounds)]
     names = sorted(set().union(*(r.keys() for r in runs)))
     print(f'{"benchmark":44} {"median":>12} {"/peer":>9}  peer')
     for name in names:

@@ -1,7 +1,10 @@
 // Locks, hand-offs and wake-ups, beside flock(2) in the same run.
 //
 //   BM_LockUnlock        uncontended Mutex lock + unlock (session already open)
-//   BM_LockHandoff       two processes taking turns on one Mutex; handoffs/s
+//   BM_LockHandoff/N     N processes queued on one Mutex: time, CPU and wake-ups
+//                        per hand-off
+//   BM_FutexQueueHandoff/N  peer: the same on a FIFO ticket lock on bare futexes
+//   BM_FlockHandoff      two processes taking turns with flock(2); handoffs/s
 //   BM_FlockHandoff      the same with flock(2) LOCK_EX / LOCK_UN
 //   BM_LockWake          time from unlock to the blocked waiter holding the lock
 //   BM_WatchWake         time from a put to a blocked watcher returning it
@@ -22,12 +25,15 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <csignal>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "zaris/zaris.hpp"
 
@@ -135,34 +141,189 @@ void report_handoffs(benchmark::State& state, Shared* shared, std::int64_t start
   state.counters["acquisitions_per_s"] = static_cast<double>(shared->acquisitions.load()) / seconds;
 }
 
-void BM_LockHandoff(benchmark::State& state) {
-  Scratch scratch("handoff");
-  Shared* shared = shared_memory();
-  pid_t pid = helper([&] {
-    return with_mutex(scratch.name, "bench/handoff", [&](zaris::Client&, zaris::Mutex& mutex) {
-      shared->stage.store(1);
-      while (!shared->stop.load()) {
-        if (!mutex.lock()) return 3;
-        note_acquisition(shared, 2);
-        if (!mutex.unlock()) return 4;
+// With N processes queued on one lock, each taking it and giving it back in
+// a loop: per hand-off (a change of owner), the wall time, the CPU of all N
+// processes, their voluntary context switches, and (zaris) the sleepers the
+// unlocks woke. Shared by the rows below.
+struct Queue {
+  std::atomic<int> ready;
+  std::atomic<bool> stop;
+  std::atomic<std::uint64_t> handoffs;
+  std::atomic<int> last_owner;
+  // The peer's ticket lock: more words than waiters, each on a line of its own.
+  static constexpr std::uint32_t kTurns = 128;
+  alignas(64) std::atomic<std::uint32_t> next_ticket;
+  alignas(64) std::atomic<std::uint32_t> serving;
+  struct alignas(64) Turn {
+    std::atomic<std::uint32_t> word;
+  } turn[kTurns];
+};
+
+// CPU time (nanoseconds on a CPU, from the scheduler's own accounting, not
+// sampled at ticks) and voluntary context switches of every thread of `pid`,
+// from /proc.
+struct Usage {
+  double cpu_ns = 0;
+  double switches = 0;
+};
+
+Usage usage_of(pid_t pid) {
+  Usage out;
+  const std::string dir = "/proc/" + std::to_string(pid);
+  if (DIR* tasks = ::opendir((dir + "/task").c_str())) {
+    while (dirent* t = ::readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      const std::string task = dir + "/task/" + t->d_name;
+      if (FILE* f = ::fopen((task + "/schedstat").c_str(), "r")) {
+        unsigned long long on_cpu = 0;
+        if (::fscanf(f, "%llu", &on_cpu) == 1) out.cpu_ns += static_cast<double>(on_cpu);
+        ::fclose(f);
       }
-      return 0;
-    });
-  });
-  wait_stage(shared, 1);
-  auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
-  if (!session) return state.SkipWithError(session.error().message.c_str());
-  zaris::Mutex mutex(**session, "bench/handoff");
-  shared->acquisitions.store(0);
-  shared->handoffs.store(0);
-  std::int64_t started = now_ns();
-  for (auto _ : state) {
-    if (!mutex.lock()) return state.SkipWithError("lock");
-    note_acquisition(shared, 1);
-    if (!mutex.unlock()) return state.SkipWithError("unlock");
+      if (FILE* f = ::fopen((task + "/status").c_str(), "r")) {
+        char line[256];
+        unsigned long long v = 0;
+        while (::fgets(line, sizeof(line), f))
+          if (::sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1) out.switches += v;
+        ::fclose(f);
+      }
+    }
+    ::closedir(tasks);
   }
-  report_handoffs(state, shared, started);
-  finish(pid, shared);
+  return out;
+}
+
+Usage usage_of(const std::vector<pid_t>& pids) {
+  Usage sum;
+  for (pid_t pid : pids) {
+    Usage u = usage_of(pid);
+    sum.cpu_ns += u.cpu_ns;
+    sum.switches += u.switches;
+  }
+  return sum;
+}
+
+// Starts N contenders, each running `contend` (which returns its exit status
+// when queue->stop is set); then lets them run for one second, the one
+// iteration, whose manual time is the time per hand-off. `woken` reads how
+// many sleepers the lock has woken so far (or returns -1 if it cannot tell).
+template <typename Contend, typename Woken>
+void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&& woken) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) pids.push_back(helper([&, i] { return contend(i + 1); }));
+  while (queue->ready.load() < n) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(20ms);  // every contender in the queue
+  const Usage before = usage_of(pids);
+  const double woken_before = woken();
+  const std::uint64_t handoffs_before = queue->handoffs.load();
+  double total_ns = 0;
+  for (auto _ : state) {
+    const std::uint64_t h0 = queue->handoffs.load();
+    const std::int64_t t0 = now_ns();
+    std::this_thread::sleep_for(1s);
+    const std::uint64_t h1 = queue->handoffs.load();
+    const std::int64_t t1 = now_ns();
+    total_ns += static_cast<double>(t1 - t0);
+    if (h1 == h0) {
+      state.SkipWithError("no hand-off in a second");
+      break;
+    }
+    state.SetIterationTime(static_cast<double>(t1 - t0) / 1e9 / static_cast<double>(h1 - h0));
+  }
+  const Usage after = usage_of(pids);
+  const double woken_after = woken();
+  const double handoffs = static_cast<double>(queue->handoffs.load() - handoffs_before);
+  queue->stop.store(true);
+  for (pid_t pid : pids) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  if (handoffs == 0) return;
+  state.counters["handoffs_per_s"] = handoffs / (total_ns / 1e9);
+  state.counters["cpu_ns_per_handoff"] = (after.cpu_ns - before.cpu_ns) / handoffs;
+  state.counters["switches_per_handoff"] = (after.switches - before.switches) / handoffs;
+  if (woken_before >= 0) state.counters["wakeups_per_handoff"] = (woken_after - woken_before) / handoffs;
+  state.counters["waiters"] = n;
+}
+
+Queue* queue_memory() {
+  void* map =
+      ::mmap(nullptr, sizeof(Queue), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return map == MAP_FAILED ? nullptr : new (map) Queue{};
+}
+
+void note_handoff(Queue* queue, int me) {
+  if (queue->last_owner.exchange(me, std::memory_order_relaxed) != me)
+    queue->handoffs.fetch_add(1, std::memory_order_relaxed);
+}
+
+// N processes queued on one zaris Mutex (FIFO: every acquisition is a hand-off).
+void BM_LockHandoff(benchmark::State& state) {
+  zaris::SegmentOptions options;
+  options.max_leases = 256;
+  options.max_keys = 1024;
+  options.max_key_bytes = 64;
+  options.max_value_bytes = 64;
+  options.max_processes = 256;
+  const std::string name = "zaris-bench-" + std::to_string(::getpid()) + "-handoff";
+  auto created = zaris::Client::create(name, options);
+  if (!created) return state.SkipWithError(created.error().message.c_str());
+  auto client = std::make_unique<zaris::Client>(std::move(*created));
+  Queue* queue = queue_memory();
+  run_queue(
+      state, queue,
+      [&](int me) {
+        return with_mutex(name, "bench/handoff", [&](zaris::Client&, zaris::Mutex& mutex) {
+          queue->ready.fetch_add(1);
+          while (!queue->stop.load(std::memory_order_relaxed)) {
+            if (!mutex.lock()) return 3;
+            note_handoff(queue, me);
+            if (!mutex.unlock()) return 4;
+          }
+          return 0;
+        });
+      },
+      [&] {
+        auto info = client->info();
+        return info ? static_cast<double>(info->counters.key_wakeups) : -1.0;
+      });
+  ::munmap(queue, sizeof(Queue));
+  client.reset();
+  (void)zaris::Client::destroy(name);
+}
+
+// The peer: the floor of a FIFO hand-off among processes. A ticket lock on
+// bare futexes, each waiter asleep on the word of its own ticket, so that an
+// unlock wakes exactly the next in line (one FUTEX_WAKE per hand-off).
+void BM_FutexQueueHandoff(benchmark::State& state) {
+  Queue* queue = queue_memory();
+  auto wait = [](std::atomic<std::uint32_t>& word, std::uint32_t expected) {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, expected, nullptr,
+              nullptr, 0);
+  };
+  run_queue(
+      state, queue,
+      [&](int me) {
+        queue->ready.fetch_add(1);
+        while (!queue->stop.load(std::memory_order_relaxed)) {
+          const std::uint32_t ticket = queue->next_ticket.fetch_add(1);
+          std::atomic<std::uint32_t>& turn = queue->turn[ticket % Queue::kTurns].word;
+          for (;;) {
+            const std::uint32_t seen = turn.load();
+            if (queue->serving.load() == ticket) break;
+            wait(turn, seen);
+          }
+          note_handoff(queue, me);
+          const std::uint32_t next = queue->serving.fetch_add(1) + 1;
+          std::atomic<std::uint32_t>& next_turn = queue->turn[next % Queue::kTurns].word;
+          next_turn.fetch_add(1);
+          ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&next_turn), FUTEX_WAKE, 1,
+                    nullptr, nullptr, 0);
+        }
+        return 0;
+      },
+      [] { return -1.0; });
+  ::munmap(queue, sizeof(Queue));
 }
 
 void BM_FlockHandoff(benchmark::State& state) {
@@ -421,7 +582,9 @@ void BM_JanitorIdle(benchmark::State& state) {
 }
 
 BENCHMARK(BM_LockUnlock);
-BENCHMARK(BM_LockHandoff)->MinTime(1.0);
+// Hand-offs among N queued processes: manual time is the time per hand-off.
+BENCHMARK(BM_LockHandoff)->Arg(2)->Arg(8)->Arg(64)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FutexQueueHandoff)->Arg(2)->Arg(8)->Arg(64)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
 BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);

@@ -28,6 +28,8 @@ std::vector<Metric> metrics_of(const zaris::SegmentInfo& info) {
       {"events_written", "Watch events written.", true, c.events_written},
       {"watchers_compacted", "Watch reads refused because their events were overwritten.", true,
        c.watchers_compacted},
+      {"key_wakeups", "Sleepers woken by changes of the keys they waited on (lock waiters, waits).",
+       true, c.key_wakeups},
       {"leases", "Lease slots in use (live, or ended and not yet reaped).", false,
        info.leases_used},
       {"leases_capacity", "Lease slots in the segment.", false, info.capacities.max_leases},

@@ -35,6 +35,7 @@ struct SegmentCounters {
   std::uint64_t lock_waits = 0;         // ... of which found it held, and waited
   std::uint64_t events_written = 0;
   std::uint64_t watchers_compacted = 0;  // watch reads refused: their events were overwritten
+  std::uint64_t key_wakeups = 0;  // sleepers woken by changes of the keys they waited on
 };
 
 // One member of an etcd cluster, as Client::info() found it: what the

@@ -367,6 +367,7 @@ Result<SegmentInfo> Engine::info() {
     out.lock_waits = control_->lock_waits.load(std::memory_order_relaxed);
     out.events_written = ring_->head;
     out.watchers_compacted = control_->shared.watchers_compacted.load(std::memory_order_relaxed);
+    out.key_wakeups = control_->shared.key_wakeups.load(std::memory_order_relaxed);
     return info;
   });
 }

@@ -221,18 +221,28 @@ class Engine {
   std::uint32_t end_reason(const LeaseSlot& lease) const;
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
   // The key is given by its hash32 where the caller has it.
-  void note_key(Op& tx, std::string_view key);
-  void note_key_hash(Op& tx, std::uint32_t hash);
+  // Also bumps the wake word of the key's slot (`slot`), and wakes it after
+  // unlock if a sleeper may be on it.
+  void note_key(Op& tx, std::string_view key, std::uint32_t slot);
+  void note_key_hash(Op& tx, std::uint32_t hash, std::uint32_t slot);
   void note_all(Op& tx);
   void bump(Op& tx, segment::Channel& channel, bool& noted);
   // Bumps and wakes one of the janitor's channels at once, under the lock.
   void wake_janitor_now(segment::Channel& channel);
   void wake_noted(Wakeups& noted);
+  // Wakes every sleeper on a key slot's wake word, and counts them.
+  void wake_key_word(std::uint32_t slot);
   segment::EventSlotHeader& event_slot(std::uint64_t index) const;
   segment::EventSlotHeader& ring_slot(std::uint64_t slot) const;  // slot < max_events
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;
+  // Key waits: how many more sleep without spinning first, and the length
+  // of that run after the last missed spin (docs/coordination.md). Hints,
+  // shared loosely by the client's threads.
+  static constexpr std::uint32_t kSpinBackoffMax = 64;
+  std::atomic<std::uint32_t> spin_skip_{0};
+  std::atomic<std::uint32_t> spin_backoff_{0};
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
   // Ends a live lease as a revoke does; false if it had already ended.

@@ -126,7 +126,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   store_.set_key_lease(tx, slot, lease_id);
   tx.put_slot = slot;
   emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
-  note_key_hash(tx, probe.hash32);
+  note_key_hash(tx, probe.hash32, slot);
   return PutResult{revision};
 }
 
@@ -214,7 +214,7 @@ bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
   const KeySlotHeader* k = find_visible(tx, now, key, probe, known);
   if (k == nullptr) return false;
   emit(tx, segment::kEventDelete, segment::kReasonDeleted, *k, take_revision(tx, revision));
-  note_key_hash(tx, probe.hash32);
+  note_key_hash(tx, probe.hash32, probe.slot);
   store_.vacate_key(tx, probe.slot);
   return true;
 }
@@ -226,7 +226,7 @@ std::uint64_t Engine::delete_prefix_locked(Op& tx, std::int64_t now, std::string
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (store_.key_visible(k, now, tx.noticed)) {
       emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, take_revision(tx, revision));
-      note_key(tx, store_.key_bytes(k));
+      note_key(tx, store_.key_bytes(k), s);
       store_.remove_key(tx, s);
       ++deleted;
     }

@@ -17,6 +17,11 @@ struct Wakeups {
   bool registry = false;
   bool janitor = false;
   bool any = false;  // any of the above
+  // Key slots whose wake word was bumped with a sleeper on it, to wake after
+  // unlock; past kKeyWords, a slot's sleepers are woken at once instead.
+  static constexpr std::uint32_t kKeyWords = 8;
+  std::uint32_t key_words[kKeyWords] = {};
+  std::uint32_t key_word_count = 0;
 };
 
 class Op : public segment::Tx {

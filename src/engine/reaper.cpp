@@ -39,7 +39,7 @@ bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
         tx.set(l.end_revision, st.revision);
       }
       emit(tx, segment::kEventDelete, reason, k, l.end_revision);
-      note_key(tx, store_.key_bytes(k));
+      note_key(tx, store_.key_bytes(k), l.key_head);
     }
     store_.remove_key(tx, l.key_head);
     --key_budget;
@@ -104,7 +104,7 @@ bool Engine::delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget)
   for (std::uint32_t i = 0; i < found; ++i) {
     const KeySlotHeader& k = store_.key(victims[i]);
     emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, j.intent_revision);
-    note_key(tx, store_.key_bytes(k));
+    note_key(tx, store_.key_bytes(k), victims[i]);
     store_.remove_key(tx, victims[i]);
   }
   bool done = found < budget;

@@ -68,6 +68,17 @@ void WaitSet::add_channel(segment::Channel& channel) {
   kinds_[count_++] = Kind::channel;
 }
 
+void WaitSet::add_key_word(std::atomic<std::uint32_t>& wake) {
+  auto* word = reinterpret_cast<std::uint32_t*>(&wake);
+  for (std::uint32_t i = 0; i < count_; ++i)
+    if (words_[i].word == word) return;
+  if (full()) std::abort();  // a caller adds a bounded number
+  const std::uint32_t marked =
+      wake.fetch_or(segment::kWakeSleepers, std::memory_order_seq_cst) | segment::kWakeSleepers;
+  words_[count_] = {word, marked};
+  kinds_[count_++] = Kind::key;
+}
+
 bool WaitSet::add_owner(std::uint32_t* liveness_word) {
   if (full()) std::abort();
   std::uint32_t expected = 0;
@@ -87,13 +98,15 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   Woken out;
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
+    out.spun = true;
     return out;
   }
   const int woke = segment::futex_wait_any(words_, count_, until);
   if (woke == -2) {
-    // No futex_waitv (Linux < 5.16): the first channel alone; deaths and the
-    // other words are seen at the next look.
-    const auto first = std::find(kinds_, kinds_ + count_, Kind::channel);
+    // No futex_waitv (Linux < 5.16): the first channel or key word alone;
+    // deaths and the other words are seen at the next look.
+    const auto first = std::find_if(kinds_, kinds_ + count_,
+                                    [](Kind k) { return k == Kind::channel || k == Kind::key; });
     const std::int64_t slice =
         std::min(until, segment::deadline_after(real_now(), std::chrono::nanoseconds(fallback_slice_ns)));
     if (first == kinds_ + count_) {

@@ -3,8 +3,10 @@
 //
 // A sleeper, for each round:
 //   1. add_channel() each channel it waits on: it is counted a sleeper there
-//      and the channel's sequence is read, before it looks;
-//   2. looks at what it waits for, under the segment lock;
+//      and the channel's sequence is read, before it looks (or as it looks,
+//      under the segment lock);
+//   2. looks at what it waits for, under the segment lock, and marks there
+//      with add_key_word() the wake word of each key slot it waits on;
 //   3. add_owner() the liveness word of each owner whose death it waits for
 //      (false: that owner died already, look again), add_word() any other;
 //   4. wait(): spins a little if asked, then sleeps in one futex_waitv on all
@@ -31,8 +33,13 @@ class WaitSet {
 
   // Counts the caller a sleeper on `channel` and notes its sequence now. The
   // first channel added is the one slept on where the kernel has no
-  // futex_waitv. Adding one twice adds it once.
+  // futex_waitv (or the first key word, if added before). Adding one twice
+  // adds it once.
   void add_channel(segment::Channel& channel);
+  // Under the segment lock, with the key it belongs to looked at: marks a
+  // key slot's wake word (kWakeSleepers) and sleeps on it as marked. Adding
+  // one twice adds it once.
+  void add_key_word(std::atomic<std::uint32_t>& wake);
   // Arms a live owner's liveness word, so that its death wakes the sleep;
   // false if it is dead already (nothing is added).
   bool add_owner(std::uint32_t* liveness_word);
@@ -43,6 +50,7 @@ class WaitSet {
   struct Woken {
     bool changed = false;  // a word changed, or was woken (else: the deadline, or a signal)
     bool death = false;    // an owner died
+    bool spun = false;     // a word changed while it spun, before any sleep
   };
   // Sleeps until a word differs from what was noted, one is woken, or
   // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
@@ -51,7 +59,7 @@ class WaitSet {
   Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns);
 
  private:
-  enum class Kind : std::uint8_t { channel, owner, other };
+  enum class Kind : std::uint8_t { channel, owner, key, other };
   segment::FutexWord words_[segment::kFutexWaitMax];
   Kind kinds_[segment::kFutexWaitMax];
   std::uint32_t count_ = 0;

@@ -45,15 +45,9 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   for (std::size_t i = 0; i < count; ++i)
     if (auto bad = check_key(keys[i].key); !bad) return std::move(bad).error();
   const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
-  // Each key's channel (the same channel once), and the liveness word of each
-  // bound lease's owner: a death wakes us too.
-  segment::Channel* channels[kMaxWatched];
-  std::size_t channel_count = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    segment::Channel* c = &channels_->keys[store_.hash32(keys[i].key) % segment::kKeyChannels];
-    if (std::find(channels, channels + channel_count, c) == channels + channel_count)
-      channels[channel_count++] = c;
-  }
+  // Each key present sleeps on its slot's wake word, each key absent on its
+  // channel (docs/coordination.md, "Channels"), both marked under the lock;
+  // and on the liveness word of each bound lease's owner: a death wakes us too.
   // Never our own registration's word: the kernel wakes one waiter on a
   // death, and a thread of the dying process must not be the one.
   std::uint32_t own = kNone;
@@ -74,21 +68,27 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   };
   for (;;) {
     WaitSet set;
-    for (std::size_t c = 0; c < channel_count; ++c) set.add_channel(*channels[c]);
     auto seen = locked<Seen>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<Seen> {
       Seen out;
       out.now = now;
       for (std::size_t i = 0; i < count && !out.changed; ++i) {
         Store::Probe probe = store_.find(keys[i].key);
-        const KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
+        KeySlotHeader* k = probe.slot == kNone ? nullptr : &store_.key(probe.slot);
         if (k == nullptr || !store_.key_visible(*k, now, tx.noticed)) {
           out.changed = keys[i].seen_mod_revision != 0;
+          // Waiting for it to appear: whatever slot it takes, its put bumps
+          // the key's channel.
+          if (!out.changed)
+            set.add_channel(channels_->keys[probe.hash32 % segment::kKeyChannels]);
           continue;
         }
         if (k->mod_revision != keys[i].seen_mod_revision) {
           out.changed = true;
           continue;
         }
+        // Every change of this slot from now on bumps its word, and, as we
+        // mark it, wakes it.
+        set.add_key_word(k->wake);
         if (k->lease_id == 0) continue;
         const LeaseSlot& l = store_.lease(store_.lease_slot_of(k->lease_id));
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
@@ -111,9 +111,23 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     for (std::size_t o = 0; o < seen->owner_count && !dead; ++o)
       dead = !set.add_owner(seen->owners[o]);
     if (dead) continue;  // an owner died since: look again
-    // A lock changes hands in a few microseconds: spin that long before
-    // paying for a sleep and a wake-up.
-    (void)set.wait(until, /*spin=*/true, kNever);
+    // A lock changes hands in a few microseconds, and with one waiter the
+    // change it waits for often comes as fast: then it spins that long
+    // before paying for a sleep and a wake-up. With many queued, all but the
+    // next would spin for nothing, a CPU each: a spin that missed makes the
+    // next waits of this client sleep at once, twice as many each miss (up
+    // to kSpinBackoffMax), until one spin catches its change again.
+    const bool spin = spin_skip_.load(std::memory_order_relaxed) == 0;
+    if (!spin) spin_skip_.fetch_sub(1, std::memory_order_relaxed);
+    const WaitSet::Woken woken = set.wait(until, spin, kNever);
+    if (spin) {
+      std::uint32_t backoff = 0;
+      if (!woken.spun)
+        backoff = std::min(std::max(2 * spin_backoff_.load(std::memory_order_relaxed), 1u),
+                           kSpinBackoffMax);
+      spin_backoff_.store(backoff, std::memory_order_relaxed);
+      spin_skip_.store(backoff, std::memory_order_relaxed);
+    }
   }
 }
 

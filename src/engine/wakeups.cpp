@@ -28,11 +28,27 @@ void Engine::wake_janitor_now(segment::Channel& channel) {
   segment::futex_wake_all(channel.seq);
 }
 
-void Engine::note_key(Op& tx, std::string_view key) {
-  note_key_hash(tx, store_.hash32(key));
+void Engine::note_key(Op& tx, std::string_view key, std::uint32_t slot) {
+  note_key_hash(tx, store_.hash32(key), slot);
 }
 
-void Engine::note_key_hash(Op& tx, std::uint32_t hash) {
+void Engine::note_key_hash(Op& tx, std::uint32_t hash, std::uint32_t slot) {
+  // The slot's wake word: its sleepers waited for this key as it was, so
+  // any change of the slot is theirs. Nobody marked it since the last bump:
+  // nothing to do (a sleeper marks it under the lock we hold).
+  std::atomic<std::uint32_t>& wake = store_.key(slot).wake;
+  const std::uint32_t word = wake.load(std::memory_order_relaxed);
+  if ((word & segment::kWakeSleepers) != 0) {
+    wake.store((word & ~segment::kWakeSleepers) + 2, std::memory_order_seq_cst);
+    Wakeups& w = tx.wakeups;
+    if (w.key_word_count < Wakeups::kKeyWords) {
+      w.key_words[w.key_word_count++] = slot;
+      w.any = true;
+    } else {
+      // More than an operation usually changes: woken now, under the lock.
+      wake_key_word(slot);
+    }
+  }
   std::uint32_t channel = hash % segment::kKeyChannels;
   bool noted = false;
   bump(tx, channels_->keys[channel], noted);
@@ -52,12 +68,21 @@ void Engine::note_all(Op& tx) {
   channels_->janitor.seq.fetch_add(1, std::memory_order_seq_cst);
 }
 
+void Engine::wake_key_word(std::uint32_t slot) {
+  const std::uint32_t woken =
+      segment::futex_wake_all_counted(reinterpret_cast<std::uint32_t*>(&store_.key(slot).wake));
+  if (woken != 0) control_->shared.key_wakeups.fetch_add(woken, std::memory_order_relaxed);
+}
+
 void Engine::wake_noted(Wakeups& noted) {
   if (!noted.any) return;
+  for (std::uint32_t i = 0; i < noted.key_word_count; ++i) wake_key_word(noted.key_words[i]);
   for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
-    for (std::uint64_t bits = noted.keys[word]; bits != 0; bits &= bits - 1)
-      segment::futex_wake_all(
-          channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq);
+    for (std::uint64_t bits = noted.keys[word]; bits != 0; bits &= bits - 1) {
+      const std::uint32_t woken = segment::futex_wake_all_counted(reinterpret_cast<std::uint32_t*>(
+          &channels_->keys[word * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits))].seq));
+      if (woken != 0) control_->shared.key_wakeups.fetch_add(woken, std::memory_order_relaxed);
+    }
   }
   if (noted.events) segment::futex_wake_all(channels_->events.seq);
   if (noted.registry) segment::futex_wake_all(channels_->registry.seq);

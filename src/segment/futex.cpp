@@ -29,6 +29,11 @@ void futex_wake_all(std::uint32_t* word) noexcept {
   ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+std::uint32_t futex_wake_all_counted(std::uint32_t* word) noexcept {
+  long woken = ::syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  return woken > 0 ? static_cast<std::uint32_t>(woken) : 0;
+}
+
 int futex_wait_any(const FutexWord* words, std::uint32_t count, std::int64_t deadline_ns) noexcept {
 #if defined(SYS_futex_waitv)
   if (count == 0 || count > kFutexWaitMax) return -1;

@@ -13,6 +13,8 @@ void futex_wait_until(std::atomic<std::uint32_t>& word, std::uint32_t expected,
                       std::int64_t deadline_ns) noexcept;
 void futex_wake_all(std::atomic<std::uint32_t>& word) noexcept;
 void futex_wake_all(std::uint32_t* word) noexcept;
+// The same, returning how many sleepers it woke (0 on an error).
+std::uint32_t futex_wake_all_counted(std::uint32_t* word) noexcept;
 
 // One word of a futex_waitv(2) wait.
 struct FutexWord {

@@ -18,7 +18,8 @@
 // is written by the holder of Control::mutex, through the journal (Tx), with three exceptions
 // argued in docs/segment.md: the body of a slot allocated in the same transaction (a rollback
 // returns it to the free list unread); the lease deadline CAS to DEAD (sealing, revoke), which is
-// final; and keep_alive's lock-free CAS of a lease's {id, deadline} pair.
+// final; and keep_alive's lock-free CAS of a lease's {id, deadline} pair. The wait hints
+// (Channels, KeySlotHeader::wake) are never journaled (docs/coordination.md, "Channels").
 #pragma once
 
 #include <pthread.h>
@@ -177,7 +178,8 @@ struct alignas(kCacheLine) SharedCounters {
   std::atomic<std::uint64_t> renewals;  // per-thread tallies added in (docs/segment.md)
   std::atomic<std::uint64_t> busy_timeouts;
   std::atomic<std::uint64_t> watchers_compacted;
-  std::uint64_t reserved[5];
+  std::atomic<std::uint64_t> key_wakeups;  // sleepers woken by changes of keys
+  std::uint64_t reserved[4];
 };
 static_assert(sizeof(SharedCounters) == 64);
 
@@ -325,7 +327,10 @@ struct KeySlotHeader {
   std::uint32_t forward[kSkipLevels];  // next key slot at each level, or kNone
   std::uint32_t vacant_prev;           // while vacant: the next newer on the vacant list
   std::uint32_t back;                  // the previous key slot at level 0, or kNone
-  std::uint32_t reserved;
+  // The slot's wake word, a hint like the channels (never journaled): a
+  // sequence in bits 1-31, and in bit 0 "a sleeper may be waiting on it".
+  // Bumped by the holder at every change of the slot (docs/coordination.md).
+  std::atomic<std::uint32_t> wake;
 };
 static_assert(sizeof(KeySlotHeader) == 120);
 static_assert(offsetof(KeySlotHeader, used) == 32);
@@ -336,6 +341,7 @@ static_assert(offsetof(KeySlotHeader, forward) == 60);
 // of the same key (a lock taken again) skips them (docs/segment.md).
 inline constexpr std::uint32_t kKeyFree = 0;
 inline constexpr std::uint32_t kKeyLive = 1;
+inline constexpr std::uint32_t kWakeSleepers = 1;  // KeySlotHeader::wake: someone may sleep
 inline constexpr std::uint32_t kKeyVacant = 2;
 inline constexpr std::uint32_t kMaxVacantKeys = 64;
 

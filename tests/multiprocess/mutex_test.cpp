@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "support.hpp"
@@ -74,6 +76,81 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
   BOOST_TEST(client->get_prefix("locks/counter/")->kvs.empty());
   require_consistent();
   ::munmap(map, sizeof(Shared));
+}
+
+namespace {
+
+// Whether the main thread of `pid` is asleep (state S in /proc/PID/stat).
+bool asleep(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const std::size_t end = line.rfind(')');
+  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
+}
+
+struct Queue {
+  std::atomic<int> joined;  // children whose key is in the queue
+  std::atomic<int> order[8];
+  std::atomic<int> done;
+};
+
+}  // namespace
+
+// With eight processes queued on one mutex, each unlock wakes exactly one
+// sleeper, the next in line: nobody else whose key is near, nobody twice.
+BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::SegmentFixture) {
+  constexpr int kWaiters = 8;
+  void* map =
+      ::mmap(nullptr, sizeof(Queue), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  auto* queue = new (map) Queue{};
+  zaris::ClientOptions real;
+  real.lock_timeout = 60s;
+  auto mine = zaris::Client::open(name, real);
+  BOOST_REQUIRE(mine);
+  auto session = zaris::Session::create(*mine, zaris::SessionOptions{60s, {}});
+  BOOST_REQUIRE(session);
+  zaris::Mutex held(**session, "locks/queue");
+  BOOST_REQUIRE(held.lock());
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kWaiters; ++p) {
+    // One at a time, so that the queue's order is the children's.
+    pids.push_back(zaris::test::fork_child([&, p] {
+      auto theirs = zaris::Client::open(name, real);
+      if (!theirs) return 1;
+      auto s = zaris::Session::create(*theirs, zaris::SessionOptions{60s, {}});
+      if (!s) return 2;
+      zaris::Mutex m(**s, "locks/queue");
+      if (!m.lock(60s)) return 3;
+      queue->order[queue->done.fetch_add(1)].store(p);
+      if (!m.unlock()) return 4;
+      return 0;
+    }));
+    while (client->get_prefix("locks/queue/")->kvs.size() != static_cast<std::size_t>(p + 2))
+      std::this_thread::yield();
+  }
+  // Every child asleep on its predecessor, none between a look and a sleep.
+  for (;;) {
+    bool all = true;
+    for (pid_t pid : pids) all = all && asleep(pid);
+    if (all) break;
+    std::this_thread::yield();
+  }
+  const std::uint64_t before = client->info()->counters.key_wakeups;
+  BOOST_REQUIRE(held.unlock());
+  for (pid_t pid : pids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  }
+  for (int i = 0; i < kWaiters; ++i) BOOST_TEST(queue->order[i].load() == i);  // FIFO
+  // Eight hand-offs (ours, then each child's but the last), one wake-up each.
+  BOOST_TEST(client->info()->counters.key_wakeups - before == static_cast<std::uint64_t>(kWaiters));
+  // Its lease runs on the real clock, the fixture's check() on a manual one.
+  BOOST_REQUIRE((*session)->close());
+  require_consistent();
+  ::munmap(map, sizeof(Queue));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
