@@ -40,7 +40,9 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // 9: a registration holds two liveness mutexes (ProcessSlot::alive for every
 // sleeper, ProcessSlot::janitor_alive for the janitor), so that the kernel
 // wakes a sleeper on an owner's death and not only the janitor: a process of
-// version 8 would hold the first alone and be taken for dead.
+// version 8 would hold the first alone and be taken for dead. Key waits
+// sleep on their slot's wake word (KeySlotHeader::wake), which a process of
+// version 8 would not bump.
 inline constexpr std::uint32_t kLayoutVersion = 9;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
