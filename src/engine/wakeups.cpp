@@ -34,12 +34,14 @@ void Engine::note_key(Op& tx, std::string_view key, std::uint32_t slot) {
 
 void Engine::note_key_hash(Op& tx, std::uint32_t hash, std::uint32_t slot) {
   // The slot's wake word: its sleepers waited for this key as it was, so
-  // any change of the slot is theirs. Nobody marked it since the last bump:
-  // nothing to do (a sleeper marks it under the lock we hold).
+  // any change of the slot is theirs. Nobody marked it since the last wake:
+  // nothing to do (a sleeper marks it under the lock we hold). The bump
+  // keeps the mark: only the wake, after it, clears it, so a writer killed
+  // between the two leaves the next writer to wake them.
   std::atomic<std::uint32_t>& wake = store_.key(slot).wake;
   const std::uint32_t word = wake.load(std::memory_order_relaxed);
   if ((word & segment::kWakeSleepers) != 0) {
-    wake.store((word & ~segment::kWakeSleepers) + 2, std::memory_order_seq_cst);
+    wake.store(word + 2, std::memory_order_seq_cst);
     Wakeups& w = tx.wakeups;
     if (w.key_word_count < Wakeups::kKeyWords) {
       w.key_words[w.key_word_count++] = slot;
@@ -69,8 +71,13 @@ void Engine::note_all(Op& tx) {
 }
 
 void Engine::wake_key_word(std::uint32_t slot) {
+  // Clears the mark, then wakes. A sleeper that marks in between either
+  // finds its value changed by the clear and looks again, or sleeps on the
+  // cleared-and-marked value and is woken here.
+  std::atomic<std::uint32_t>& wake = store_.key(slot).wake;
+  wake.fetch_and(~segment::kWakeSleepers, std::memory_order_seq_cst);
   const std::uint32_t woken =
-      segment::futex_wake_all_counted(reinterpret_cast<std::uint32_t*>(&store_.key(slot).wake));
+      segment::futex_wake_all_counted(reinterpret_cast<std::uint32_t*>(&wake));
   if (woken != 0) control_->shared.key_wakeups.fetch_add(woken, std::memory_order_relaxed);
 }
 
