@@ -237,12 +237,6 @@ class Engine {
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;
-  // Key waits: how many more sleep without spinning first, and the length
-  // of that run after the last missed spin (docs/coordination.md). Hints,
-  // shared loosely by the client's threads.
-  static constexpr std::uint32_t kSpinBackoffMax = 64;
-  std::atomic<std::uint32_t> spin_skip_{0};
-  std::atomic<std::uint32_t> spin_backoff_{0};
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
   std::vector<std::string> check_locked() const;
   // Ends a live lease as a revoke does; false if it had already ended.

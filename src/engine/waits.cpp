@@ -15,6 +15,18 @@
 
 namespace zaris::engine {
 
+namespace {
+
+// Key waits: how many more of this thread's waits sleep without spinning
+// first, and the length of that run after the last missed spin
+// (docs/coordination.md).
+constexpr std::uint32_t kSpinBackoffMax = 64;
+struct SpinHint {
+  std::uint32_t skip = 0;
+  std::uint32_t backoff = 0;
+};
+
+}  // namespace
 
 std::int64_t Engine::liveness_deadline() const {
   // Sleepers look again at least this often, whatever they wait for: a writer
@@ -114,19 +126,17 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     // A lock changes hands in a few microseconds, and with one waiter the
     // change it waits for often comes as fast: then it spins that long
     // before paying for a sleep and a wake-up. With many queued, all but the
-    // next would spin for nothing, a CPU each: a spin that missed makes the
-    // next waits of this client sleep at once, twice as many each miss (up
-    // to kSpinBackoffMax), until one spin catches its change again.
-    const bool spin = spin_skip_.load(std::memory_order_relaxed) == 0;
-    if (!spin) spin_skip_.fetch_sub(1, std::memory_order_relaxed);
+    // next would spin for nothing, a CPU each: a spin that missed makes this
+    // thread's next waits sleep at once, twice as many each miss (up to
+    // kSpinBackoffMax), until one spin catches its change again. Kept per
+    // thread: a client's threads wait for different things.
+    thread_local SpinHint hint;
+    const bool spin = hint.skip == 0;
+    if (!spin) --hint.skip;
     const WaitSet::Woken woken = set.wait(until, spin, kNever);
     if (spin) {
-      std::uint32_t backoff = 0;
-      if (!woken.spun)
-        backoff = std::min(std::max(2 * spin_backoff_.load(std::memory_order_relaxed), 1u),
-                           kSpinBackoffMax);
-      spin_backoff_.store(backoff, std::memory_order_relaxed);
-      spin_skip_.store(backoff, std::memory_order_relaxed);
+      hint.backoff = woken.spun ? 0 : std::min(std::max(2 * hint.backoff, 1u), kSpinBackoffMax);
+      hint.skip = hint.backoff;
     }
   }
 }
