@@ -45,7 +45,8 @@ std::string n(std::uint64_t v) {
 // The journal's worst case (a record is 16 bytes and the old value, padded
 // to 8): an allocation unlinks a block (3 links), splits 16 times (the old
 // head's prev, the half's header, the head) and writes its header and the
-// totals; a free writes the totals, unlinks 16 buddies and pushes once.
+// totals; a free writes the totals and its tag, unlinks 16 buddies and
+// pushes once.
 constexpr std::uint64_t kLinkRecord = 16 + 8;
 constexpr std::uint64_t kHeaderRecord = 16 + sizeof(BlockHeader);
 constexpr std::uint64_t kTotalsRecord = 16 + sizeof(DataRegionTotals);
@@ -53,7 +54,7 @@ constexpr std::uint64_t kPushRecords = 2 * kLinkRecord + kHeaderRecord;
 static_assert(DataRegion::kMaxJournalBytes >=
               3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + kTotalsRecord);
 static_assert(DataRegion::kMaxJournalBytes >=
-              kTotalsRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
+              kTotalsRecord + kLinkRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
 
 }  // namespace
 
@@ -186,6 +187,10 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
     abort_corrupt("data region totals below a used block's");
   tx.set(h.totals, DataRegionTotals{t.held_bytes - b.length, t.used_bytes - block_bytes(order),
                                     t.used_blocks - 1, 0});
+  // Its own tag dies first: merged into a lower buddy, its header is inside
+  // the merged block and would otherwise still read "used", so a second free
+  // of the same index would pass the checks above.
+  tx.set(block(index).tag, kBlockDead);
   while (order < kMaxBlockOrder) {
     const std::uint32_t buddy = index ^ (1u << order);
     if (std::uint64_t{buddy} + (1u << order) > units_) break;

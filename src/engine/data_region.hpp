@@ -1,8 +1,10 @@
 // A byte region of a segment managed by a binary buddy allocator, every word
 // written through the journal (docs/memory.md). A DataRegion is a view: it
-// owns nothing but pointers into the mapping, and trusts no word it reads
-// there: each index is bounds-checked and each block's tag verified before it
-// is followed or written; a mismatch aborts the transaction (TxAbort).
+// owns nothing but pointers into the mapping, and follows no word it reads
+// there unchecked: each index is bounds-checked and each block's tag verified
+// before it is followed or written; a mismatch aborts the transaction
+// (TxAbort). A tag forged inside a used block's payload is not yet told from
+// a block start (docs/memory.md, "What the checker verifies").
 //
 // REQUIRES for every mutating member: the segment lock is held and `tx` is the
 // transaction in progress.
@@ -26,6 +28,9 @@ inline constexpr std::uint64_t kTopBlockBytes = std::uint64_t{kBlockUnit} << kMa
 // Block tags: a magic in the high 24 bits, the order in the low 8.
 inline constexpr std::uint32_t kBlockFree = 0x46524500u;  // "\0ERF"
 inline constexpr std::uint32_t kBlockUsed = 0x55534500u;  // "\0ESU"
+// The tag of a freed block's header once merged into its lower buddy: no
+// block starts there any more.
+inline constexpr std::uint32_t kBlockDead = 0x44414500u;  // "\0EAD"
 
 // At the start of a block; the payload follows. While free, next and prev
 // link the block into its order's list (block indexes, kNone at the ends).

@@ -253,6 +253,35 @@ BOOST_AUTO_TEST_CASE(freeing_what_is_not_a_used_block_is_refused) {
   BOOST_TEST(image.problems().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_block_merged_into_its_lower_buddy_cannot_be_freed_again) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  // Three order-2 blocks side by side: a and b are buddies, c keeps the
+  // totals high enough that a second free of b passes on totals alone.
+  const std::uint32_t a = region.allocate(tx, 100);
+  const std::uint32_t b = region.allocate(tx, 100);
+  const std::uint32_t c = region.allocate(tx, 100);
+  BOOST_REQUIRE(b == (a ^ 4u));
+  BOOST_REQUIRE(a < b);
+  region.free(tx, a);
+  region.free(tx, b);  // merges into a's order-3 block
+  tx.commit();
+  const auto before = image.snapshot();
+  BOOST_CHECK_EXCEPTION(region.free(tx, b), TxAbort, corrupt);
+  BOOST_CHECK_EXCEPTION((void)region.payload(b), TxAbort, corrupt);
+  tx.rollback();
+  BOOST_TEST((image.snapshot() == before));
+  // Nothing is handed out twice: two allocations that would overlap a
+  // block listed twice are disjoint.
+  const std::uint32_t small = region.allocate(tx, 100);
+  const std::uint32_t large = region.allocate(tx, 200);
+  BOOST_TEST((small + 4 <= large || large + 8 <= small));
+  tx.commit();
+  BOOST_TEST(region.length(c) == 100u);
+  BOOST_TEST(image.problems().empty());
+}
+
 BOOST_AUTO_TEST_CASE(corrupt_words_are_detected_not_followed) {
   {
     // The header's size disagrees with the layout's.
