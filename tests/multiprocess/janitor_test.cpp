@@ -373,11 +373,20 @@ BOOST_FIXTURE_TEST_CASE(a_forked_copy_leaves_the_parents_janitor_alone, SharedCl
 // reason owner-died, the key gone. The kernel wakes one sleeper on the dead
 // liveness word; it wakes the others and releases what the dead held, which
 // wakes the watcher; with a janitor running, the janitor (asleep on its own
-// word) is not in the way. The bounds are hang guards, not timings.
+// word) is not in the way. The exit bounds are hang guards; one bound is
+// not: each sleeper must have woken well within the one-second slice after
+// which every sleeper looks again anyway, or it was not woken by the death.
 struct Sleepers {
   std::atomic<int> owner_ready;
   std::atomic<int> ready[3];
+  std::atomic<std::int64_t> woke_at[3];  // steady_clock, ns
 };
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 void every_kind_of_sleeper_wakes(bool with_janitor) {
   const std::string name = zaris::test::unique_segment_name(with_janitor ? "wakeallj" : "wakeall");
@@ -408,6 +417,7 @@ void every_kind_of_sleeper_wakes(bool with_janitor) {
     zaris::Mutex mutex(**session, "m");
     shared->ready[0].store(1);
     if (!mutex.lock(60s)) return 3;
+    shared->woke_at[0].store(steady_ns());
     auto left = own->get("owned");
     return left.ok() && !left->has_value() ? 0 : 4;
   });
@@ -418,6 +428,7 @@ void every_kind_of_sleeper_wakes(bool with_janitor) {
     if (!watcher) return 2;
     shared->ready[1].store(1);
     auto events = watcher->wait(60s);
+    shared->woke_at[1].store(steady_ns());
     if (!events) return 3;
     for (const auto& e : *events)
       if (e.type == EventType::del && e.kv.key == "owned" &&
@@ -430,6 +441,7 @@ void every_kind_of_sleeper_wakes(bool with_janitor) {
     if (!own) return 1;
     shared->ready[2].store(1);
     auto changed = own->wait_for_change("owned", seen, 60s);
+    shared->woke_at[2].store(steady_ns());
     if (!changed || !*changed) return 3;
     auto left = own->get("owned");
     return left.ok() && !left->has_value() ? 0 : 4;
@@ -457,11 +469,18 @@ void every_kind_of_sleeper_wakes(bool with_janitor) {
   BOOST_REQUIRE(eventually([&] {
     return zaris::test::blocked_in(watching, 0, {SYS_futex, SYS_futex_waitv}) != 0;
   }));
+  const std::int64_t killed_at = steady_ns();
   ::kill(owner, SIGKILL);
   BOOST_TEST(wait_exit(owner) == 128 + SIGKILL);
   BOOST_TEST(zaris::test::wait_exit_within(locker, 60'000ms) == 0);
   BOOST_TEST(zaris::test::wait_exit_within(watching, 60'000ms) == 0);
   BOOST_TEST(zaris::test::wait_exit_within(changing, 60'000ms) == 0);
+  // Woken by the death itself, not by the slice: a wake-up takes
+  // microseconds, the slice a second.
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST(shared->woke_at[i].load() - killed_at < 300'000'000,
+               "sleeper " << i << " woke " << (shared->woke_at[i].load() - killed_at) / 1000
+                          << " us after the kill");
   if (janitor > 0) {
     ::kill(janitor, SIGKILL);
     wait_exit(janitor);
