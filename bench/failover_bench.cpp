@@ -10,8 +10,8 @@
 //                     in /dev/shm
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
-// its sleepers are started, queued and asleep (their thread blocked) at least
-// 5 ms before the kill; each stamps CLOCK_MONOTONIC when it has seen the
+// its sleepers are started and queued, and the kill waits until, looked at
+// 5 ms or more after that, each one's thread is blocked (state S); each stamps CLOCK_MONOTONIC when it has seen the
 // death through; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
 //   zaris_etcd        a zaris Mutex on etcd, its session's TTL --ttl seconds
 //                     (2 by default): no owner death there, so the lock goes
@@ -443,8 +443,8 @@ double trial(Mechanism& m) {
     await_ready(g_shared->sleeper_ready[i], "a sleeper", sleepers.back());
   }
   m.queued();
-  // Asleep: each sleeper's thread blocked (state S) for a while, and again
-  // just before the kill.
+  // Asleep: each sleeper's thread blocked (state S) when looked at, 5 ms or
+  // more after it queued.
   const auto asleep_by = std::chrono::steady_clock::now() + 10s;
   for (bool asleep = false; !asleep;) {
     std::this_thread::sleep_for(5ms);
