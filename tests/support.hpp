@@ -122,6 +122,20 @@ T* shared_object() {
   return new (map) T{};
 }
 
+// Waits for a child that armed a crash point (segment::crash::arm(step,
+// SIGKILL)) and ran its action: true if it died there, false if it finished
+// first (exit 0). Any other end fails the test.
+inline bool died_at_crash_point(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) {
+    BOOST_REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "child exited with " << WEXITSTATUS(status));
+    return false;
+  }
+  BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  return true;
+}
+
 // Reaps a child: its exit status, or 128 + the signal that killed it.
 inline int wait_exit(pid_t pid) {
   int status = 0;

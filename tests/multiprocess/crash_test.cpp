@@ -178,14 +178,7 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
     zaris::segment::crash::arm(0, SIGKILL);
     return 0;
   });
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) {
-    BOOST_REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "child exited with " << WEXITSTATUS(status));
-    return false;
-  }
-  BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
-  return true;
+  return zaris::test::died_at_crash_point(pid);
 }
 
 // After a death: the next locker repairs, check() finds nothing, and readers

@@ -32,10 +32,7 @@ BOOST_AUTO_TEST_SUITE(mutex_processes)
 BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::SegmentFixture) {
   constexpr int kProcesses = 8;
   constexpr int kRounds = 1000;
-  void* map =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  auto* shared = new (map) Shared{};
+  auto* shared = zaris::test::shared_object<Shared>();
   // Real time: sessions renew, waits sleep on the real clock.
   zaris::ClientOptions real;
   real.lock_timeout = 60s;
@@ -75,7 +72,7 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
   BOOST_TEST(shared->stale_tokens.load() == 0);
   BOOST_TEST(client->get_prefix("locks/counter/")->kvs.empty());
   require_consistent();
-  ::munmap(map, sizeof(Shared));
+  ::munmap(shared, sizeof(Shared));
 }
 
 namespace {
@@ -101,10 +98,7 @@ struct Queue {
 // sleeper, the next in line: nobody else whose key is near, nobody twice.
 BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::SegmentFixture) {
   constexpr int kWaiters = 8;
-  void* map =
-      ::mmap(nullptr, sizeof(Queue), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  auto* queue = new (map) Queue{};
+  auto* queue = zaris::test::shared_object<Queue>();
   zaris::ClientOptions real;
   real.lock_timeout = 60s;
   auto mine = zaris::Client::open(name, real);
@@ -150,7 +144,7 @@ BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::Se
   // Its lease runs on the real clock, the fixture's check() on a manual one.
   BOOST_REQUIRE((*session)->close());
   require_consistent();
-  ::munmap(map, sizeof(Queue));
+  ::munmap(queue, sizeof(Queue));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
