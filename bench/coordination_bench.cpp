@@ -31,10 +31,12 @@
 #include <atomic>
 #include <cstdio>
 #include <csignal>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rows.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -87,6 +89,8 @@ Shared* shared_memory() {
 template <typename Body>
 pid_t helper(Body&& body) {
   pid_t pid = ::fork();
+  // A failed fork must not hand back -1: kill(-1) would reach every process.
+  if (pid < 0) std::abort();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::_exit(body());
@@ -209,9 +213,31 @@ Usage usage_of(const std::vector<pid_t>& pids) {
 template <typename Contend, typename Woken>
 void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&& woken) {
   const int n = static_cast<int>(state.range(0));
+  zaris::bench::release_population();
   std::vector<pid_t> pids;
   for (int i = 0; i < n; ++i) pids.push_back(helper([&, i] { return contend(i + 1); }));
-  while (queue->ready.load() < n) std::this_thread::sleep_for(1ms);
+  auto stop_all = [&] {
+    queue->stop.store(true);
+    for (pid_t pid : pids) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  };
+  // Every contender started, or one ended (it could not open, or lost its
+  // session): a bounded wait, never a hang.
+  const std::int64_t give_up = now_ns() + 60'000'000'000;
+  while (queue->ready.load() < n) {
+    for (pid_t pid : pids)
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+        stop_all();
+        return state.SkipWithError("a contender ended before the queue formed");
+      }
+    if (now_ns() > give_up) {
+      stop_all();
+      return state.SkipWithError("the contenders never all started");
+    }
+    std::this_thread::sleep_for(1ms);
+  }
   std::this_thread::sleep_for(20ms);  // every contender in the queue
   const Usage before = usage_of(pids);
   const double woken_before = woken();
@@ -233,11 +259,7 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
   const Usage after = usage_of(pids);
   const double woken_after = woken();
   const double handoffs = static_cast<double>(queue->handoffs.load() - handoffs_before);
-  queue->stop.store(true);
-  for (pid_t pid : pids) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
+  stop_all();
   if (handoffs == 0) return;
   state.counters["handoffs_per_s"] = handoffs / (total_ns / 1e9);
   state.counters["cpu_ns_per_handoff"] = (after.cpu_ns - before.cpu_ns) / handoffs;

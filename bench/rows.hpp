@@ -24,6 +24,12 @@ bool failed(benchmark::State& state, const zaris::Result<T>& result, const char*
   return true;
 }
 
+// Destroys the populated segment that the point benchmarks keep from one run
+// to the next, and with its client that client's threads. A benchmark that
+// forks contenders calls it first, so that it forks a process of one thread
+// (ThreadSanitizer cannot start threads in the child of a threaded process).
+void release_population();
+
 // A live key and the lease it is put with.
 struct KeyOnLease {
   std::string key;

@@ -408,6 +408,8 @@ BENCHMARK(BM_LockUnlockAmong)->Apply(live_entries);
 
 }  // namespace
 
+void zaris::bench::release_population() { ::release_population(); }
+
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -57,7 +57,7 @@ run_configuration() {
     /dev/shm/zaris-bench-* /dev/shm/zaris-lease-demo-* 2>/dev/null || true
   rm -rf "${TMPDIR:-/tmp}"/zaris-etcd-* 2>/dev/null || true
   local status=0
-  # No test may hang CI: each is stopped after 15 minutes (the crash-point
+  # No test may hang CI: each is stopped after 7 minutes (the crash-point
   # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
   # The two shares of the crash-point sweeps run side by side, one per core;
   # then every other test alone, as the wake-up and failover tests time.
@@ -68,7 +68,7 @@ run_configuration() {
   local pass
   for pass in "${passes[@]}"; do
     # shellcheck disable=SC2086  # the label and job options
-    "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 900 --no-tests=error $pass ||
+    "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 420 --no-tests=error $pass ||
       status=$?
     # The figures the crash, torture, fuzz and wake tests report, from their logs.
     grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |zaris_election |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \

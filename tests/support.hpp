@@ -22,6 +22,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "segment/crash_point.hpp"
@@ -84,6 +85,8 @@ pid_t fork_child(Body&& body) {
   // sanitizer's exit flushes it).
   std::fflush(nullptr);
   pid_t pid = ::fork();
+  // A failed fork must not hand back -1: kill(-1) would reach every process.
+  if (pid < 0) throw std::system_error(errno, std::generic_category(), "fork");
   if (pid != 0) return pid;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(4);

@@ -4,15 +4,55 @@
 #include <sys/wait.h>
 
 #include <atomic>
-#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support.hpp"
 
 using namespace std::chrono_literals;
 
 namespace {
+
+// The test's children: SIGKILLed and reaped at the end of the scope unless
+// waited for, so that a failed requirement leaves no process behind.
+struct Reaper {
+  std::vector<pid_t>& pids;
+  ~Reaper() {
+    for (pid_t pid : pids) {
+      if (pid <= 0) continue;  // reaped already; never kill(-1)
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  // Which children have already ended, and how (for a failure message);
+  // reaps them.
+  std::string ended() {
+    std::string out;
+    for (pid_t& pid : pids) {
+      int status = 0;
+      if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
+        out += "child " + std::to_string(pid) +
+               (WIFEXITED(status) ? " exited " + std::to_string(WEXITSTATUS(status))
+                                  : " killed by signal " + std::to_string(WTERMSIG(status))) +
+               "; ";
+        pid = -1;
+      }
+    }
+    return out.empty() ? "every child still runs" : out;
+  }
+  // Waits for every child; their statuses, in order.
+  std::vector<int> wait_all() {
+    std::vector<int> statuses;
+    for (pid_t& pid : pids) {
+      int status = 0;
+      if (pid > 0 && ::waitpid(pid, &status, 0) != pid) status = -1;
+      statuses.push_back(status);
+      pid = -1;
+    }
+    return statuses;
+  }
+};
 
 struct Shared {
   std::atomic<int> inside;        // holders in the critical section now
@@ -60,13 +100,13 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
       return 0;
     }));
   }
-  while (shared->ready.load() < kProcesses) std::this_thread::yield();
+  Reaper reaper{pids};
+  BOOST_REQUIRE_MESSAGE(zaris::test::eventually([&] { return shared->ready.load() == kProcesses; },
+                                                60s),
+                        "only " << shared->ready.load() << " of " << kProcesses
+                                << " children ready; " << reaper.ended());
   shared->go.store(true);
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  for (int status : reaper.wait_all()) BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   BOOST_TEST(shared->counter == static_cast<std::uint64_t>(kProcesses * kRounds));
   BOOST_TEST(shared->overlaps.load() == 0);
   BOOST_TEST(shared->stale_tokens.load() == 0);
@@ -77,17 +117,9 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
 
 namespace {
 
-// Whether the main thread of `pid` is asleep (state S in /proc/PID/stat).
-bool asleep(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  const std::size_t end = line.rfind(')');
-  return end != std::string::npos && end + 2 < line.size() && line[end + 2] == 'S';
-}
-
 struct Queue {
-  std::atomic<int> joined;  // children whose key is in the queue
+  std::atomic<int> held;     // the holder has the lock
+  std::atomic<int> release;  // the holder may unlock
   std::atomic<int> order[8];
   std::atomic<int> done;
 };
@@ -96,24 +128,31 @@ struct Queue {
 
 // With eight processes queued on one mutex, each unlock wakes exactly one
 // sleeper, the next in line: nobody else whose key is near, nobody twice.
+// Every lock is taken in a child: the test's own process stays one thread,
+// so that ThreadSanitizer lets the children it forks start theirs.
 BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::SegmentFixture) {
   constexpr int kWaiters = 8;
-#if defined(__SANITIZE_THREAD__)
-  // Under ThreadSanitizer a waiter ends before the queue is all asleep (not
-  // yet explained): the test would wait for ever. Left to the other builds.
-  BOOST_TEST_MESSAGE("skipped under ThreadSanitizer");
-  return;
-#endif
   auto* queue = zaris::test::shared_object<Queue>();
   zaris::ClientOptions real;
   real.lock_timeout = 60s;
-  auto mine = zaris::Client::open(name, real);
-  BOOST_REQUIRE(mine);
-  auto session = zaris::Session::create(*mine, zaris::SessionOptions{60s, {}});
-  BOOST_REQUIRE(session);
-  zaris::Mutex held(**session, "locks/queue");
-  BOOST_REQUIRE(held.lock());
   std::vector<pid_t> pids;
+  Reaper reaper{pids};
+  // The holder, first in the queue; it unlocks when told to (or after a
+  // minute, so that it cannot outlive a failed test for long).
+  pids.push_back(zaris::test::fork_child([&] {
+    auto theirs = zaris::Client::open(name, real);
+    if (!theirs) return 1;
+    auto s = zaris::Session::create(*theirs, zaris::SessionOptions{60s, {}});
+    if (!s) return 2;
+    zaris::Mutex m(**s, "locks/queue");
+    if (!m.lock(60s)) return 3;
+    queue->held.store(1);
+    if (!zaris::test::eventually([&] { return queue->release.load() == 1; }, 60s)) return 5;
+    if (!m.unlock()) return 4;
+    return 0;
+  }));
+  BOOST_REQUIRE_MESSAGE(zaris::test::eventually([&] { return queue->held.load() == 1; }, 60s),
+                        "the holder never took the lock; " << reaper.ended());
   for (int p = 0; p < kWaiters; ++p) {
     // One at a time, so that the queue's order is the children's.
     pids.push_back(zaris::test::fork_child([&, p] {
@@ -127,28 +166,25 @@ BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::Se
       if (!m.unlock()) return 4;
       return 0;
     }));
-    while (client->get_prefix("locks/queue/")->kvs.size() != static_cast<std::size_t>(p + 2))
-      std::this_thread::yield();
+    const auto queued = static_cast<std::size_t>(p + 2);
+    BOOST_REQUIRE_MESSAGE(zaris::test::eventually(
+                              [&] { return client->get_prefix("locks/queue/")->kvs.size() == queued; },
+                              60s),
+                          "waiter " << p << " never joined the queue; " << reaper.ended());
   }
-  // Every child asleep on its predecessor, none between a look and a sleep.
-  for (;;) {
-    bool all = true;
-    for (pid_t pid : pids) all = all && asleep(pid);
-    if (all) break;
-    std::this_thread::yield();
-  }
+  // Every waiter asleep on its predecessor (its main thread in a futex wait),
+  // none between a look and a sleep.
+  for (std::size_t i = 1; i < pids.size(); ++i)
+    BOOST_REQUIRE_MESSAGE(zaris::test::wait_until_asleep(pids[i], pids[i]) != 0,
+                          "waiter " << pids[i] << " never fell asleep; " << reaper.ended());
   const std::uint64_t before = client->info()->counters.key_wakeups;
-  BOOST_REQUIRE(held.unlock());
-  for (pid_t pid : pids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  queue->release.store(1);
+  for (int status : reaper.wait_all()) BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   for (int i = 0; i < kWaiters; ++i) BOOST_TEST(queue->order[i].load() == i);  // FIFO
-  // Eight hand-offs (ours, then each child's but the last), one wake-up each.
+  // Eight hand-offs (the holder's, then each waiter's but the last), one
+  // wake-up each.
   BOOST_TEST(client->info()->counters.key_wakeups - before == static_cast<std::uint64_t>(kWaiters));
-  // Its lease runs on the real clock, the fixture's check() on a manual one.
-  BOOST_REQUIRE((*session)->close());
+  BOOST_TEST(client->get_prefix("locks/queue/")->kvs.empty());
   require_consistent();
   ::munmap(queue, sizeof(Queue));
 }
