@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
@@ -125,12 +126,46 @@ T* shared_object() {
   return new (map) T{};
 }
 
+// Reaps a child, waiting at most `limit`: its raw wait status, or nullopt
+// (and the child killed and reaped) if it is still running then.
+inline std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds limit) {
+  if (pid <= 0) return std::nullopt;  // no child (fork failed): never waitpid(-1) nor kill(-1)
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return std::nullopt;
+    }
+    ::usleep(1000);
+  }
+  return status;
+}
+
+// Reaps a child within `limit`: its exit status, or 128 + the signal that
+// killed it; -1 (and the child killed) if it is still running then.
+inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
+  const std::optional<int> status = reap_within(pid, limit);
+  if (!status) return -1;
+  return WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+}
+
+// The same for a child expected to end soon: one still running after two
+// minutes is a failure of the test (and is killed), never a hang.
+inline int wait_exit(pid_t pid) {
+  const int code = wait_exit_within(pid, std::chrono::minutes(2));
+  if (code == -1) BOOST_ERROR("child " << pid << " still ran after two minutes: killed");
+  return code;
+}
+
 // Waits for a child that armed a crash point (segment::crash::arm(step,
 // SIGKILL)) and ran its action: true if it died there, false if it finished
 // first (exit 0). Any other end fails the test.
 inline bool died_at_crash_point(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const std::optional<int> reaped = reap_within(pid, std::chrono::minutes(2));
+  BOOST_REQUIRE_MESSAGE(reaped, "child " << pid << " still ran after two minutes: killed");
+  const int status = *reaped;
   if (WIFEXITED(status)) {
     BOOST_REQUIRE_MESSAGE(WEXITSTATUS(status) == 0, "child exited with " << WEXITSTATUS(status));
     return false;
@@ -139,29 +174,6 @@ inline bool died_at_crash_point(pid_t pid) {
   return true;
 }
 
-// Reaps a child: its exit status, or 128 + the signal that killed it.
-inline int wait_exit(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// The same, waiting at most `limit`: -1 (and the child killed) if it is
-// still running then.
-inline int wait_exit_within(pid_t pid, std::chrono::milliseconds limit) {
-  if (pid <= 0) return -1;  // no child (fork failed): never waitpid(-1) nor kill(-1)
-  auto give_up = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > give_up) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      return -1;
-    }
-    ::usleep(1000);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // Waits (really) until `condition` holds, polling every millisecond; false if
 // it still does not after `limit`, a bound against hanging, not a deadline

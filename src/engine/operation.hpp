@@ -22,6 +22,9 @@ struct Wakeups {
   static constexpr std::uint32_t kKeyWords = 8;
   std::uint32_t key_words[kKeyWords] = {};
   std::uint32_t key_word_count = 0;
+  // After a repair: every key slot below this whose wake word has sleepers
+  // marked (a dead writer may have bumped it and never woken them).
+  std::uint32_t key_slots_below = 0;
 };
 
 class Op : public segment::Tx {

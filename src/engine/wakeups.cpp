@@ -2,6 +2,8 @@
 // woken after it (docs/coordination.md, "Channels").
 #include "engine/engine.hpp"
 
+#include <algorithm>
+
 #include "engine/internal.hpp"
 #include "segment/futex.hpp"
 
@@ -64,6 +66,7 @@ void Engine::note_all(Op& tx) {
   w.registry = true;
   w.janitor = true;
   w.any = true;
+  w.key_slots_below = std::min(store_.state().key_high_water, layout_.caps.max_keys);
   for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
   channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
@@ -84,6 +87,9 @@ void Engine::wake_key_word(std::uint32_t slot) {
 void Engine::wake_noted(Wakeups& noted) {
   if (!noted.any) return;
   for (std::uint32_t i = 0; i < noted.key_word_count; ++i) wake_key_word(noted.key_words[i]);
+  for (std::uint32_t slot = 0; slot < noted.key_slots_below; ++slot)
+    if ((store_.key(slot).wake.load(std::memory_order_relaxed) & segment::kWakeSleepers) != 0)
+      wake_key_word(slot);
   for (std::uint32_t word = 0; word < segment::kKeyChannels / 64; ++word) {
     for (std::uint64_t bits = noted.keys[word]; bits != 0; bits &= bits - 1) {
       const std::uint32_t woken = segment::futex_wake_all_counted(reinterpret_cast<std::uint32_t*>(

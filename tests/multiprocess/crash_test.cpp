@@ -306,9 +306,7 @@ void dead_owner(Client& c, zaris::ManualClock& clock, int keys) {
       if (!own->put("d/" + std::to_string(i), "v", Put::with_lease(*id))) return 3;
     ::_exit(0);  // no destructor: it dies registered
   });
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  BOOST_REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  BOOST_REQUIRE(zaris::test::wait_exit(pid) == 0);
 }
 
 // Lock q held by the lease with key l/0, and a lease of 5 s (first_lease())

@@ -1,8 +1,11 @@
 // Several processes on one segment: sharing, a holder killed, a holder stopped.
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 
@@ -109,6 +112,68 @@ BOOST_FIXTURE_TEST_CASE(a_stopped_holder_makes_others_busy_not_hung, SegmentFixt
   BOOST_TEST(counted.lock_waits == 1u);     // the patient put
   BOOST_TEST(counted.recoveries == 0u);
   require_consistent();
+}
+
+// A writer killed after its put is committed, still holding the lock: the
+// repair keeps the put, and wakes whoever sleeps on the key then, not at
+// their next look a second later.
+BOOST_AUTO_TEST_CASE(a_repair_wakes_the_sleepers_on_a_key_its_dead_writer_changed) {
+  const std::string name = zaris::test::unique_segment_name("repairwake");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  BOOST_REQUIRE(client->put("k", "before").ok());
+  BOOST_REQUIRE(client->put("dry", "before").ok());
+  const std::uint64_t seen = (*client->get("k"))->mod_revision;
+  struct Shared {
+    std::atomic<int> go;
+  };
+  auto* shared = zaris::test::shared_object<Shared>();
+  pid_t writer = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    // The steps of an overwrite, counted on a key nobody waits for; the
+    // last is the one after the commit, before the unlock.
+    zaris::segment::crash::arm(1'000'000, SIGKILL);
+    if (!own->put("dry", "after")) return 2;
+    const std::int64_t last = zaris::segment::crash::steps_taken();
+    zaris::segment::crash::arm(0, SIGKILL);
+    if (!zaris::test::eventually([&] { return shared->go.load() == 1; }, 60s)) return 3;
+    zaris::segment::crash::arm(last, SIGKILL);
+    (void)own->put("k", "after");
+    return 4;  // not reached
+  });
+  using Clock = std::chrono::steady_clock;
+  std::atomic<Clock::rep> repaired_at{0};
+  std::atomic<int> writer_end{-1};
+  std::atomic<bool> repair_ok{false};
+  const pid_t me = static_cast<pid_t>(::syscall(SYS_gettid));
+  std::thread other([&] {
+    // Once we sleep on "k": the writer dies holding the lock, and another
+    // client's put repairs the segment.
+    if (zaris::test::wait_until_asleep(::getpid(), me) == 0) return;
+    shared->go.store(1);
+    writer_end.store(wait_exit(writer));
+    auto another = Client::open(name);
+    repair_ok.store(another.ok() && another->put("elsewhere", "v").ok());
+    repaired_at.store(Clock::now().time_since_epoch().count());
+  });
+  const auto started = Clock::now();
+  auto changed = client->wait_for_change("k", seen, 30s);
+  const auto woke = Clock::now();
+  other.join();
+  BOOST_REQUIRE(changed.ok());
+  BOOST_TEST(*changed);
+  BOOST_REQUIRE(writer_end.load() == 128 + SIGKILL);
+  BOOST_REQUIRE(repair_ok.load());
+  BOOST_TEST((*client->get("k"))->value == "after");  // killed after the commit
+  BOOST_TEST(client->info()->recoveries == 1u);
+  // Woken by the repair, not by the look a second into the wait.
+  const auto after_repair = woke - Clock::time_point(Clock::duration(repaired_at.load()));
+  BOOST_TEST((after_repair < 300ms), "woke " << after_repair.count() / 1000 << " us after the repair");
+  BOOST_TEST((woke - started < zaris::test::kLookEvery));
+  client = Client::open(name);  // closes the first client
+  (void)Client::destroy(name);
+  ::munmap(shared, sizeof(Shared));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
