@@ -17,6 +17,7 @@
 //                        every TTL/3 (arg 1)
 // The wake benchmarks use manual time: each iteration's time is the latency.
 #include <benchmark/benchmark.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/file.h>
@@ -25,12 +26,11 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -264,7 +264,8 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
   state.counters["handoffs_per_s"] = handoffs / (total_ns / 1e9);
   state.counters["cpu_ns_per_handoff"] = (after.cpu_ns - before.cpu_ns) / handoffs;
   state.counters["switches_per_handoff"] = (after.switches - before.switches) / handoffs;
-  if (woken_before >= 0) state.counters["wakeups_per_handoff"] = (woken_after - woken_before) / handoffs;
+  if (woken_before >= 0)
+    state.counters["wakeups_per_handoff"] = (woken_after - woken_before) / handoffs;
   state.counters["waiters"] = n;
 }
 
@@ -339,8 +340,8 @@ void BM_FutexQueueHandoff(benchmark::State& state) {
           const std::uint32_t next = queue->serving.fetch_add(1) + 1;
           std::atomic<std::uint32_t>& next_turn = queue->turn[next % Queue::kTurns].word;
           next_turn.fetch_add(1);
-          ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&next_turn), FUTEX_WAKE, 1,
-                    nullptr, nullptr, 0);
+          ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&next_turn), FUTEX_WAKE, 1, nullptr,
+                    nullptr, 0);
         }
         return 0;
       },
@@ -605,8 +606,20 @@ void BM_JanitorIdle(benchmark::State& state) {
 
 BENCHMARK(BM_LockUnlock);
 // Hand-offs among N queued processes: manual time is the time per hand-off.
-BENCHMARK(BM_LockHandoff)->Arg(2)->Arg(8)->Arg(64)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_FutexQueueHandoff)->Arg(2)->Arg(8)->Arg(64)->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LockHandoff)
+    ->Arg(2)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FutexQueueHandoff)
+    ->Arg(2)
+    ->Arg(8)
+    ->Arg(64)
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
 BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);

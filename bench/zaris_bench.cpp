@@ -408,7 +408,9 @@ BENCHMARK(BM_LockUnlockAmong)->Apply(live_entries);
 
 }  // namespace
 
-void zaris::bench::release_population() { ::release_population(); }
+void zaris::bench::release_population() {
+  ::release_population();
+}
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

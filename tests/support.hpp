@@ -13,11 +13,10 @@
 #include <boost/test/unit_test.hpp>
 #include <cerrno>
 #include <chrono>
-#include <vector>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -25,6 +24,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "segment/crash_point.hpp"
 #include "zaris/zaris.hpp"
@@ -46,8 +46,9 @@ namespace zaris::test {
 // The next `count` events of `watcher`, fewer only if `timeout` passes.
 // Reads take at most what is still missing, so the watcher's place after
 // them is exact.
-inline std::vector<Event> await_events(Watcher& watcher, std::size_t count,
-                                       std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+inline std::vector<Event> await_events(
+    Watcher& watcher, std::size_t count,
+    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   std::vector<Event> events;
   const auto give_up = std::chrono::steady_clock::now() + timeout;
   while (events.size() < count && std::chrono::steady_clock::now() < give_up) {
@@ -173,7 +174,6 @@ inline bool died_at_crash_point(pid_t pid) {
   BOOST_REQUIRE((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
   return true;
 }
-
 
 // Waits (really) until `condition` holds, polling every millisecond; false if
 // it still does not after `limit`, a bound against hanging, not a deadline

@@ -152,9 +152,10 @@ Outcomes outcomes(const Scenario& s) {
     o.after = view(s, *f->client);
   }
   if (s.observable && !s.fails) BOOST_REQUIRE(o.before != o.after);
-  if (s.fails) BOOST_REQUIRE_MESSAGE(o.before == o.after, s.name << " left something:\n"
-                                                                << o.after << "before:\n"
-                                                                << o.before);
+  if (s.fails)
+    BOOST_REQUIRE_MESSAGE(o.before == o.after, s.name << " left something:\n"
+                                                      << o.after << "before:\n"
+                                                      << o.before);
   return o;
 }
 
@@ -199,8 +200,8 @@ constexpr int kRepairStride = 1;
 #endif
 
 // Returns what readers saw.
-std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s,
-                            const Outcomes& o, const std::string& label) {
+std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s, const Outcomes& o,
+                            const std::string& label) {
   auto violations = f.client->check();
   BOOST_REQUIRE(violations.ok());
   for (auto& v : *violations) BOOST_TEST_MESSAGE(label << ": " << v);
@@ -522,7 +523,8 @@ void run_txn(Client& c, const Txn& txn,
 }
 
 // Whether every one of `keys` lives, last written at `revision`.
-bool single_revision_of(Client& c, std::uint64_t revision, std::initializer_list<const char*> keys) {
+bool single_revision_of(Client& c, std::uint64_t revision,
+                        std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     auto kv = c.get(k);
     if (!kv || !*kv || (*kv)->mod_revision != revision) return false;
@@ -629,35 +631,35 @@ std::vector<Scenario> txn_scenarios() {
          clock.advance(2s);
        },
        [](Client& c) {
-         run_txn(c,
-                 Txn()
-                     .when(Compare::version("t/0") == 0)  // it does not live
-                     .then(TxnOp::put("t/0", "reborn", g_lease))
-                     .then(TxnOp::put("t/1", "again"))
-                     .then(TxnOp::put("m", "overwritten")),
-                 [&](auto& r) {
-                   if (!r || !r->succeeded || !single_revision_of(c, r->revision, {"t/0", "t/1", "m"}))
-                     return false;
-                   zaris::WatchOptions from;
-                   from.prefix = true;
-                   from.start_revision = r->revision - 1;
-                   auto w = c.watch("", from);
-                   if (!w) return false;
-                   auto events = w->poll();
-                   if (!events || events->size() != 5) return false;
-                   auto is = [&](std::size_t i, zaris::EventType type, const char* key,
-                                 std::uint64_t revision) {
-                     const zaris::Event& e = (*events)[i];
-                     return e.type == type && e.kv.key == key && e.revision == revision &&
-                            (type == zaris::EventType::put ||
-                             e.reason == zaris::DeleteReason::expired);
-                   };
-                   using zaris::EventType;
-                   const std::uint64_t at = r->revision;
-                   return is(0, EventType::del, "t/0", at - 1) && is(1, EventType::put, "t/0", at) &&
-                          is(2, EventType::del, "t/1", at) && is(3, EventType::put, "t/1", at) &&
-                          is(4, EventType::put, "m", at);
-                 });
+         run_txn(
+             c,
+             Txn()
+                 .when(Compare::version("t/0") == 0)  // it does not live
+                 .then(TxnOp::put("t/0", "reborn", g_lease))
+                 .then(TxnOp::put("t/1", "again"))
+                 .then(TxnOp::put("m", "overwritten")),
+             [&](auto& r) {
+               if (!r || !r->succeeded || !single_revision_of(c, r->revision, {"t/0", "t/1", "m"}))
+                 return false;
+               zaris::WatchOptions from;
+               from.prefix = true;
+               from.start_revision = r->revision - 1;
+               auto w = c.watch("", from);
+               if (!w) return false;
+               auto events = w->poll();
+               if (!events || events->size() != 5) return false;
+               auto is = [&](std::size_t i, zaris::EventType type, const char* key,
+                             std::uint64_t revision) {
+                 const zaris::Event& e = (*events)[i];
+                 return e.type == type && e.kv.key == key && e.revision == revision &&
+                        (type == zaris::EventType::put || e.reason == zaris::DeleteReason::expired);
+               };
+               using zaris::EventType;
+               const std::uint64_t at = r->revision;
+               return is(0, EventType::del, "t/0", at - 1) && is(1, EventType::put, "t/0", at) &&
+                      is(2, EventType::del, "t/1", at) && is(3, EventType::put, "t/1", at) &&
+                      is(4, EventType::put, "m", at);
+             });
        }},
   };
 }
@@ -712,9 +714,9 @@ Share share() {
   int k = 0;
   int n = 0;
   char end = 0;
-  BOOST_REQUIRE_MESSAGE(std::sscanf(text, "%d/%d%c", &k, &n, &end) == 2 && n >= 1 && k >= 1 &&
-                            k <= n,
-                        "ZARIS_CRASH_SHARD is K/N with 1 <= K <= N, not " << text);
+  BOOST_REQUIRE_MESSAGE(
+      std::sscanf(text, "%d/%d%c", &k, &n, &end) == 2 && n >= 1 && k >= 1 && k <= n,
+      "ZARIS_CRASH_SHARD is K/N with 1 <= K <= N, not " << text);
   share.index = k - 1;
   share.count = n;
   return share;
@@ -754,8 +756,8 @@ void sweep_repairs(const std::vector<Scenario>& list) {
       repair_points += steps;
       ++total;
     }
-    std::printf("repair crash points: %-38s %d deaths, %d repair points%s\n", s.name.c_str(),
-                total, repair_points,
+    std::printf("repair crash points: %-38s %d deaths, %d repair points%s\n", s.name.c_str(), total,
+                repair_points,
                 ours.count > 1 ? (" (share " + std::to_string(ours.index + 1) + " of " +
                                   std::to_string(ours.count) + ")")
                                      .c_str()

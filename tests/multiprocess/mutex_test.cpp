@@ -54,6 +54,20 @@ struct Reaper {
   }
 };
 
+// In a child: a client of `segment`, a session of `ttl` and a Mutex on
+// `lock`, handed to `body`, whose result is the exit status (1 and 2: no
+// client, no session).
+template <typename Body>
+int with_mutex(const std::string& segment, const zaris::ClientOptions& options,
+               std::chrono::seconds ttl, const char* lock, Body&& body) {
+  auto client = zaris::Client::open(segment, options);
+  if (!client) return 1;
+  auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
+  if (!session) return 2;
+  zaris::Mutex mutex(**session, lock);
+  return body(mutex);
+}
+
 struct Shared {
   std::atomic<int> inside;        // holders in the critical section now
   std::atomic<int> overlaps;      // times someone found another inside
@@ -79,32 +93,29 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
   std::vector<pid_t> pids;
   for (int p = 0; p < kProcesses; ++p) {
     pids.push_back(zaris::test::fork_child([&] {
-      auto mine = zaris::Client::open(name, real);
-      if (!mine) return 1;
-      auto session = zaris::Session::create(*mine, zaris::SessionOptions{10s, {}});
-      if (!session) return 2;
-      zaris::Mutex m(**session, "locks/counter");
-      shared->ready.fetch_add(1);
-      while (!shared->go.load()) std::this_thread::yield();
-      for (int i = 0; i < kRounds; ++i) {
-        if (!m.lock(60s)) return 3;
-        if (shared->inside.fetch_add(1) != 0) shared->overlaps.fetch_add(1);
-        std::uint64_t value = shared->counter;
-        std::this_thread::yield();  // a window for anyone who wrongly got in too
-        if (m.fencing_token() <= shared->last_token) shared->stale_tokens.fetch_add(1);
-        shared->last_token = m.fencing_token();
-        shared->counter = value + 1;
-        shared->inside.fetch_sub(1);
-        if (!m.unlock()) return 4;
-      }
-      return 0;
+      return with_mutex(name, real, 10s, "locks/counter", [&](zaris::Mutex& m) {
+        shared->ready.fetch_add(1);
+        while (!shared->go.load()) std::this_thread::yield();
+        for (int i = 0; i < kRounds; ++i) {
+          if (!m.lock(60s)) return 3;
+          if (shared->inside.fetch_add(1) != 0) shared->overlaps.fetch_add(1);
+          std::uint64_t value = shared->counter;
+          std::this_thread::yield();  // a window for anyone who wrongly got in too
+          if (m.fencing_token() <= shared->last_token) shared->stale_tokens.fetch_add(1);
+          shared->last_token = m.fencing_token();
+          shared->counter = value + 1;
+          shared->inside.fetch_sub(1);
+          if (!m.unlock()) return 4;
+        }
+        return 0;
+      });
     }));
   }
   Reaper reaper{pids};
-  BOOST_REQUIRE_MESSAGE(zaris::test::eventually([&] { return shared->ready.load() == kProcesses; },
-                                                60s),
-                        "only " << shared->ready.load() << " of " << kProcesses
-                                << " children ready; " << reaper.ended());
+  BOOST_REQUIRE_MESSAGE(
+      zaris::test::eventually([&] { return shared->ready.load() == kProcesses; }, 60s),
+      "only " << shared->ready.load() << " of " << kProcesses << " children ready; "
+              << reaper.ended());
   shared->go.store(true);
   for (int status : reaper.wait_all()) BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   BOOST_TEST(shared->counter == static_cast<std::uint64_t>(kProcesses * kRounds));
@@ -140,37 +151,29 @@ BOOST_FIXTURE_TEST_CASE(each_unlock_wakes_the_next_waiter_alone, zaris::test::Se
   // The holder, first in the queue; it unlocks when told to (or after a
   // minute, so that it cannot outlive a failed test for long).
   pids.push_back(zaris::test::fork_child([&] {
-    auto theirs = zaris::Client::open(name, real);
-    if (!theirs) return 1;
-    auto s = zaris::Session::create(*theirs, zaris::SessionOptions{60s, {}});
-    if (!s) return 2;
-    zaris::Mutex m(**s, "locks/queue");
-    if (!m.lock(60s)) return 3;
-    queue->held.store(1);
-    if (!zaris::test::eventually([&] { return queue->release.load() == 1; }, 60s)) return 5;
-    if (!m.unlock()) return 4;
-    return 0;
+    return with_mutex(name, real, 60s, "locks/queue", [&](zaris::Mutex& m) {
+      if (!m.lock(60s)) return 3;
+      queue->held.store(1);
+      if (!zaris::test::eventually([&] { return queue->release.load() == 1; }, 60s)) return 5;
+      return m.unlock() ? 0 : 4;
+    });
   }));
   BOOST_REQUIRE_MESSAGE(zaris::test::eventually([&] { return queue->held.load() == 1; }, 60s),
                         "the holder never took the lock; " << reaper.ended());
   for (int p = 0; p < kWaiters; ++p) {
     // One at a time, so that the queue's order is the children's.
     pids.push_back(zaris::test::fork_child([&, p] {
-      auto theirs = zaris::Client::open(name, real);
-      if (!theirs) return 1;
-      auto s = zaris::Session::create(*theirs, zaris::SessionOptions{60s, {}});
-      if (!s) return 2;
-      zaris::Mutex m(**s, "locks/queue");
-      if (!m.lock(60s)) return 3;
-      queue->order[queue->done.fetch_add(1)].store(p);
-      if (!m.unlock()) return 4;
-      return 0;
+      return with_mutex(name, real, 60s, "locks/queue", [&](zaris::Mutex& m) {
+        if (!m.lock(60s)) return 3;
+        queue->order[queue->done.fetch_add(1)].store(p);
+        return m.unlock() ? 0 : 4;
+      });
     }));
     const auto queued = static_cast<std::size_t>(p + 2);
-    BOOST_REQUIRE_MESSAGE(zaris::test::eventually(
-                              [&] { return client->get_prefix("locks/queue/")->kvs.size() == queued; },
-                              60s),
-                          "waiter " << p << " never joined the queue; " << reaper.ended());
+    BOOST_REQUIRE_MESSAGE(
+        zaris::test::eventually(
+            [&] { return client->get_prefix("locks/queue/")->kvs.size() == queued; }, 60s),
+        "waiter " << p << " never joined the queue; " << reaper.ended());
   }
   // Every waiter asleep on its predecessor (its main thread in a futex wait),
   // none between a look and a sleep.

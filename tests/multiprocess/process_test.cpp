@@ -169,7 +169,8 @@ BOOST_AUTO_TEST_CASE(a_repair_wakes_the_sleepers_on_a_key_its_dead_writer_change
   BOOST_TEST(client->info()->recoveries == 1u);
   // Woken by the repair, not by the look a second into the wait.
   const auto after_repair = woke - Clock::time_point(Clock::duration(repaired_at.load()));
-  BOOST_TEST((after_repair < 300ms), "woke " << after_repair.count() / 1000 << " us after the repair");
+  BOOST_TEST((after_repair < 300ms),
+             "woke " << after_repair.count() / 1000 << " us after the repair");
   BOOST_TEST((woke - started < zaris::test::kLookEvery));
   client = Client::open(name);  // closes the first client
   (void)Client::destroy(name);
