@@ -88,11 +88,17 @@ Shared* shared_memory() {
 
 template <typename Body>
 pid_t helper(Body&& body) {
+  // Forked from a process of one thread: ThreadSanitizer ends a child of a
+  // threaded process that starts threads (a session's, a janitor's), and
+  // the cached population's client has one.
+  zaris::bench::release_population();
+  const pid_t parent = ::getpid();
   pid_t pid = ::fork();
   // A failed fork must not hand back -1: kill(-1) would reach every process.
   if (pid < 0) std::abort();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(4);  // the bench died before the prctl
     ::_exit(body());
   }
   return pid;
@@ -213,12 +219,12 @@ Usage usage_of(const std::vector<pid_t>& pids) {
 template <typename Contend, typename Woken>
 void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&& woken) {
   const int n = static_cast<int>(state.range(0));
-  zaris::bench::release_population();
   std::vector<pid_t> pids;
   for (int i = 0; i < n; ++i) pids.push_back(helper([&, i] { return contend(i + 1); }));
   auto stop_all = [&] {
     queue->stop.store(true);
     for (pid_t pid : pids) {
+      if (pid <= 0) continue;  // reaped already: its pid is no longer ours
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
@@ -227,11 +233,16 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
   // session): a bounded wait, never a hang.
   const std::int64_t give_up = now_ns() + 60'000'000'000;
   while (queue->ready.load() < n) {
-    for (pid_t pid : pids)
-      if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+    for (pid_t& pid : pids) {
+      int status = 0;
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        pid = 0;
         stop_all();
-        return state.SkipWithError("a contender ended before the queue formed");
+        const std::string why =
+            "a contender ended before the queue formed (status " + std::to_string(status) + ")";
+        return state.SkipWithError(why.c_str());
       }
+    }
     if (now_ns() > give_up) {
       stop_all();
       return state.SkipWithError("the contenders never all started");

@@ -128,12 +128,18 @@ T* shared_object() {
 }
 
 // Reaps a child, waiting at most `limit`: its raw wait status, or nullopt
-// (and the child killed and reaped) if it is still running then.
+// if it is still running then (it is killed and reaped) or is not a child
+// of ours.
 inline std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds limit) {
   if (pid <= 0) return std::nullopt;  // no child (fork failed): never waitpid(-1) nor kill(-1)
   auto give_up = std::chrono::steady_clock::now() + limit;
   int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) != pid) {
+  for (;;) {
+    const pid_t reaped = ::waitpid(pid, &status, WNOHANG);
+    if (reaped == pid) break;
+    // Not (or no longer) our child: nothing to wait for, and its pid, maybe
+    // another process's by now, is never killed.
+    if (reaped < 0 && errno != EINTR) return std::nullopt;
     if (std::chrono::steady_clock::now() > give_up) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
@@ -286,9 +292,19 @@ class StoppedHolder {
       pid_ = 0;  // fork failed: nothing to wait for or kill
       return;
     }
+    // Stopped at its crash point within two minutes, or ended.
     int status = 0;
-    stopped_ = ::waitpid(pid_, &status, WUNTRACED) == pid_ && WIFSTOPPED(status);
-    if (!stopped_) pid_ = 0;  // it ended (and was reaped): its pid is no longer ours
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    pid_t seen = 0;
+    while ((seen = ::waitpid(pid_, &status, WUNTRACED | WNOHANG)) == 0 &&
+           std::chrono::steady_clock::now() < give_up)
+      ::usleep(1000);
+    stopped_ = seen == pid_ && WIFSTOPPED(status);
+    if (seen == 0) {  // still running: not where it should be
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (!stopped_) pid_ = 0;  // ended (and reaped): its pid is no longer ours
   }
   ~StoppedHolder() {
     if (pid_ <= 0) return;

@@ -1,9 +1,12 @@
 // Mutual exclusion across processes: 8 processes x 1,000 acquisitions of one
 // mutex, with a shared counter updated non-atomically and an overlap detector.
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,29 +28,33 @@ struct Reaper {
       ::waitpid(pid, nullptr, 0);
     }
   }
-  // Which children have already ended, and how (for a failure message);
-  // reaps them.
-  std::string ended() {
+  // Which children have already ended, and how, for a failure message.
+  // Leaves them unreaped (WNOWAIT): wait_all() still reads their status.
+  std::string ended() const {
     std::string out;
-    for (pid_t& pid : pids) {
-      int status = 0;
-      if (pid > 0 && ::waitpid(pid, &status, WNOHANG) == pid) {
-        out += "child " + std::to_string(pid) +
-               (WIFEXITED(status) ? " exited " + std::to_string(WEXITSTATUS(status))
-                                  : " killed by signal " + std::to_string(WTERMSIG(status))) +
-               "; ";
-        pid = -1;
-      }
+    for (pid_t pid : pids) {
+      siginfo_t info{};
+      if (pid <= 0 ||
+          ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != pid)
+        continue;
+      out += "child " + std::to_string(pid) +
+             (info.si_code == CLD_EXITED ? " exited " : " killed by signal ") +
+             std::to_string(info.si_status) + "; ";
     }
     return out.empty() ? "every child still runs" : out;
   }
-  // Waits for every child; their statuses, in order.
+  // Waits for every child, two minutes at most for all: their statuses, in
+  // order (-1 for one still running then, killed).
   std::vector<int> wait_all() {
+    const auto give_up = std::chrono::steady_clock::now() + 2min;
     std::vector<int> statuses;
     for (pid_t& pid : pids) {
-      int status = 0;
-      if (pid > 0 && ::waitpid(pid, &status, 0) != pid) status = -1;
-      statuses.push_back(status);
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          give_up - std::chrono::steady_clock::now());
+      const std::optional<int> status =
+          zaris::test::reap_within(pid, std::max(left, std::chrono::milliseconds(0)));
+      statuses.push_back(status.value_or(-1));
       pid = -1;
     }
     return statuses;
@@ -91,6 +98,7 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
   zaris::ClientOptions real;
   real.lock_timeout = 60s;
   std::vector<pid_t> pids;
+  Reaper reaper{pids};
   for (int p = 0; p < kProcesses; ++p) {
     pids.push_back(zaris::test::fork_child([&] {
       return with_mutex(name, real, 10s, "locks/counter", [&](zaris::Mutex& m) {
@@ -111,7 +119,6 @@ BOOST_FIXTURE_TEST_CASE(eight_processes_a_thousand_times_each, zaris::test::Segm
       });
     }));
   }
-  Reaper reaper{pids};
   BOOST_REQUIRE_MESSAGE(
       zaris::test::eventually([&] { return shared->ready.load() == kProcesses; }, 60s),
       "only " << shared->ready.load() << " of " << kProcesses << " children ready; "

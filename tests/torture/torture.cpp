@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -533,6 +534,10 @@ int main(int argc, char** argv) {
   auto start = [&](int id) {
     unsigned seed = rng();
     pid_t pid = ::fork();
+    if (pid < 0) {  // never keep -1: kill(-1) would reach every process
+      std::fprintf(stderr, "torture: fork: %s\n", std::strerror(errno));
+      std::exit(2);
+    }
     if (pid == 0) worker(shared, segment, id, seed);
     pids[id] = pid;
   };
