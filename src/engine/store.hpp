@@ -209,8 +209,12 @@ class Store {
   std::uint32_t lower_bound(std::string_view key) const;
   std::uint32_t first_key() const { return state_->skip_head[0]; }  // or kNone
   // The first slot under `prefix`, found from `known` (a slot under it) by
-  // the back links, each checked against the forward link it mirrors.
+  // the back links, each checked against the forward link it mirrors (or,
+  // more than a few keys back, by a search from the top).
   std::uint32_t first_under(std::string_view prefix, std::uint32_t known) const;
+  // The farthest slot under `prefix` that `k`'s links above level 0 reach
+  // one after the other (kNone: none). REQUIRES: k's key is under `prefix`.
+  std::uint32_t run_under(const KeySlotHeader& k, std::string_view prefix) const;
   std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
 
@@ -222,16 +226,26 @@ class Store {
   template <typename Fn>
   void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
     std::uint64_t steps = 0;
+    // Every slot up to `under_to` is under the prefix (kNone: the next
+    // slot's key is read to tell). Keys under a prefix are adjacent, so a
+    // slot that a link above level 0 reaches, under the prefix, vouches for
+    // the slots before it: a long run reads few keys, mostly headers.
+    std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
       if (++steps > layout_->caps.max_keys) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       KeySlotHeader& k = key(s);
-      // (`start` is under it: first_under() found it so.)
-      if ((steps > 1 || s != start) && !key_bytes(k).starts_with(prefix)) return;
+      if (under_to == kNone) {
+        if (!key_bytes(k).starts_with(prefix)) return;
+        under_to = s;
+      }
+      if (s == under_to) under_to = run_under(k, prefix);
       const std::uint32_t next = next_key(s);
       if (!fn(s, k)) return;
       s = next;
     }
+    if (under_to != kNone) [[unlikely]]
+      corrupt_value("skip list ends before it reaches slot", under_to);
   }
 
   std::uint32_t hash32(std::string_view key) const noexcept;

@@ -1,6 +1,9 @@
 // Keys in a segment: full tables, the room of deleted keys, the index under
 // churn (the semantics of keys are in tests/conformance).
 #include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "support.hpp"
 
@@ -185,6 +188,46 @@ BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_or
         }
       }
     }
+  }
+  require_consistent();
+}
+
+// A walk under a prefix reads few keys of a long run (the skip list's upper
+// links vouch for the slots between); it must still stop exactly at the
+// run's ends, among neighbours that share all but the last byte.
+BOOST_FIXTURE_TEST_CASE(prefix_ranges_and_deletes_stop_exactly_at_the_prefix, SegmentFixture) {
+  std::map<std::string, std::string> model;
+  const std::string alphabet = "/0ab";
+  std::uint64_t x = 777;
+  while (model.size() < 200) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::string key;
+    for (std::uint64_t bits = x >> 20, length = 1 + (x >> 60) % 6; length > 0; --length, bits >>= 2)
+      key += alphabet[bits & 3];
+    BOOST_REQUIRE(client->put(key, key).ok());
+    model[key] = key;
+  }
+  auto under = [&](const std::string& prefix) {
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : model)
+      if (key.starts_with(prefix)) keys.push_back(key);
+    return keys;
+  };
+  std::vector<std::string> prefixes = {""};
+  for (std::size_t i = 0; i < prefixes.size() && prefixes[i].size() < 3; ++i)
+    for (char c : alphabet) prefixes.push_back(prefixes[i] + c);
+  for (const std::string& prefix : prefixes) {
+    auto got = client->get_prefix(prefix);
+    BOOST_REQUIRE(got.ok());
+    std::vector<std::string> keys;
+    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    BOOST_TEST_CONTEXT("prefix " << prefix) { BOOST_TEST(keys == under(prefix)); }
+  }
+  for (const std::string prefix : {"a/", "0", "b0a", "/"}) {
+    const std::size_t expected = under(prefix).size();
+    BOOST_TEST(client->del_prefix(prefix)->deleted == expected);
+    std::erase_if(model, [&](const auto& kv) { return kv.first.starts_with(prefix); });
+    BOOST_TEST(client->get_prefix("")->kvs.size() == model.size());
   }
   require_consistent();
 }
