@@ -175,15 +175,17 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   // at only for a key that the order puts within the limit, or one past it
   // (which tells `more`). {revision, slot} of the candidates, in the order
   // asked for; keys created together keep the walk's (key) order.
+  // `rank`: the create revision, inverted for newest first, so that the
+  // lower rank comes first either way.
   struct Match {
-    std::uint64_t created;
+    std::uint64_t rank;
     std::uint32_t slot;
     std::uint32_t seen;
   };
-  const bool newest = options.order == RangeOrder::create_revision_descending;
-  auto before = [newest](const Match& a, const Match& b) {
-    if (a.created != b.created) return newest ? a.created > b.created : a.created < b.created;
-    return a.seen < b.seen;
+  const std::uint64_t flip =
+      options.order == RangeOrder::create_revision_descending ? ~std::uint64_t{0} : 0;
+  auto before = [](const Match& a, const Match& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.seen < b.seen;
   };
   auto candidate = [&](const KeySlotHeader& k) {
     // Vacant (deleted) slots are told by the header alone.
@@ -224,9 +226,12 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     std::uint32_t seen = 0;
     store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
       if (!candidate(k)) return true;
-      const Match m{k.create_revision, s, seen++};
-      if (kept == bound && !before(m, inline_found[kept - 1])) return true;
-      std::size_t j = kept < bound ? kept++ : kept - 1;
+      const Match m{k.create_revision ^ flip, s, seen++};
+      if (kept == bound) {
+        if (!before(m, inline_found[bound - 1])) return true;  // most keys, once full
+        --kept;
+      }
+      std::size_t j = kept++;
       for (; j > 0 && before(m, inline_found[j - 1]); --j) inline_found[j] = inline_found[j - 1];
       inline_found[j] = m;
       return true;
@@ -244,7 +249,7 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   std::uint32_t seen = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (!candidate(k)) return true;
-    const Match m{k.create_revision, s, seen++};
+    const Match m{k.create_revision ^ flip, s, seen++};
     if (resumed && !before(last, m)) return true;
     if (count < kInline) {
       inline_found[count] = m;

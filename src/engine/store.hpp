@@ -239,8 +239,8 @@ class Store {
         if (!key_bytes(k).starts_with(prefix)) return;
         under_to = s;
       }
-      if (s == under_to) under_to = run_under(k, prefix);
-      const std::uint32_t next = next_key(s);
+      if (s == under_to) under_to = segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
+      const std::uint32_t next = k.forward[0];  // next_key(s)
       if (!fn(s, k)) return;
       s = next;
     }
