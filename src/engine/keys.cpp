@@ -214,33 +214,46 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     }
     return false;
   };
-  // The first `limit` + 1 candidates in order, kept sorted by insertion as
-  // the walk meets them, on the stack.
-  constexpr std::size_t kInline = 16;
-  Match inline_found[kInline];  // left uninitialised: only [0, count) is read
+  // The first `limit` + 1 candidates in order, on the stack: a ring, sorted
+  // from `first`, so that a key that goes first or last (keys often come in
+  // creation order, or its reverse) is one store, not a move of every key.
+  constexpr std::size_t kInline = 16;  // a power of two, for the ring
+  Match inline_found[kInline];  // left uninitialised: only what was stored is read
   bool resumed = false;
   Match last{};
   if (options.limit != 0 && options.limit < kInline) {
     const std::size_t bound = options.limit + 1;
+    std::size_t first = 0;
     std::size_t kept = 0;
+    auto at = [&](std::size_t i) -> Match& { return inline_found[(first + i) % kInline]; };
     std::uint32_t seen = 0;
     store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
       if (!candidate(k)) return true;
       const Match m{k.create_revision ^ flip, s, seen++};
       if (kept == bound) {
-        if (!before(m, inline_found[bound - 1])) return true;  // most keys, once full
-        --kept;
+        if (!before(m, at(bound - 1))) return true;  // most keys, once full
+        --kept;                                      // the last goes
       }
-      std::size_t j = kept++;
-      for (; j > 0 && before(m, inline_found[j - 1]); --j) inline_found[j] = inline_found[j - 1];
-      inline_found[j] = m;
+      if (kept == 0 || !before(m, at(kept - 1))) {
+        at(kept) = m;
+      } else if (before(m, at(0))) {
+        first = (first + kInline - 1) % kInline;
+        at(0) = m;
+      } else {
+        std::size_t j = kept;
+        for (; before(m, at(j - 1)); --j) at(j) = at(j - 1);
+        at(j) = m;
+      }
+      ++kept;
       return true;
     }, start);
+    Match sorted[kInline];
+    for (std::size_t i = 0; i < kept; ++i) sorted[i] = at(i);
     // Enough of them were visible, or they were every candidate.
-    if (take_in_order(inline_found, kept, true) || seen == kept) return n;
+    if (take_in_order(sorted, kept, true) || seen == kept) return n;
     // Dead keys among them: the candidates after them, in a second walk.
     resumed = true;
-    last = inline_found[kept - 1];
+    last = sorted[kept - 1];
   }
   // Every candidate (after `last`, when resumed): no limit, a large one, or
   // dead keys among the first. The walk numbers them as the first did.
