@@ -161,7 +161,7 @@ std::uint32_t Store::run_under(const KeySlotHeader& k, std::string_view prefix) 
   std::uint32_t farthest = kNone;
   for (std::uint32_t l = 1; l < level; ++l) {
     const std::uint32_t ahead = segment::read_once(k.forward[l]);
-    if (ahead == kNone || !key_bytes(key(ahead)).starts_with(prefix)) break;
+    if (ahead == kNone || !starts_with_bytes(key_bytes(key(ahead)), prefix)) break;
     farthest = ahead;
   }
   // The walk at level 0 must meet it: it lies ahead.

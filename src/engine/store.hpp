@@ -67,6 +67,11 @@ inline bool equal_bytes(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+// Whether `key` starts with `prefix`, as equal_bytes() compares.
+inline bool starts_with_bytes(std::string_view key, std::string_view prefix) noexcept {
+  return key.size() >= prefix.size() && equal_bytes(key.substr(0, prefix.size()), prefix);
+}
+
 // Aborts the transaction: `what` read from the segment is `value`, out of range.
 [[noreturn, gnu::cold, gnu::noinline]] void corrupt_value(const char* what, std::uint64_t value);
 
@@ -225,6 +230,7 @@ class Store {
   // (first_under()); its key is not tested again.
   template <typename Fn>
   void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
+    const std::uint64_t max_steps = layout_->caps.max_keys;
     std::uint64_t steps = 0;
     // Every slot up to `under_to` is under the prefix (kNone: the next
     // slot's key is read to tell). Keys under a prefix are adjacent, so a
@@ -232,11 +238,11 @@ class Store {
     // the slots before it: a long run reads few keys, mostly headers.
     std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
-      if (++steps > layout_->caps.max_keys) [[unlikely]]
+      if (++steps > max_steps) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       KeySlotHeader& k = key(s);
       if (under_to == kNone) {
-        if (!key_bytes(k).starts_with(prefix)) return;
+        if (!starts_with_bytes(key_bytes(k), prefix)) return;
         under_to = s;
       }
       if (s == under_to) under_to = segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
