@@ -170,7 +170,8 @@ BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_or
           std::vector<std::string> expected;
           std::size_t matching = 0;
           for (const Made& m : sorted) {
-            if (!m.lives || m.created < min_created || (max_created != 0 && m.created > max_created))
+            if (!m.lives || m.created < min_created ||
+                (max_created != 0 && m.created > max_created))
               continue;
             if (limit == 0 || matching < limit) expected.push_back(m.key);
             ++matching;
@@ -180,7 +181,8 @@ BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_or
           std::vector<std::string> keys;
           for (const auto& kv : got->kvs) keys.push_back(kv.key);
           BOOST_TEST_CONTEXT("order " << (newest ? "newest" : "oldest") << " first, created "
-                                      << min_created << ".." << max_created << ", limit " << limit) {
+                                      << min_created << ".." << max_created << ", limit "
+                                      << limit) {
             BOOST_TEST(keys == expected, boost::test_tools::per_element());
             BOOST_TEST(got->more == (limit != 0 && matching > limit));
             if (!got->kvs.empty()) BOOST_TEST(got->kvs[0].value == (options.keys_only ? "" : "v"));
@@ -221,7 +223,9 @@ BOOST_FIXTURE_TEST_CASE(prefix_ranges_and_deletes_stop_exactly_at_the_prefix, Se
     BOOST_REQUIRE(got.ok());
     std::vector<std::string> keys;
     for (const auto& kv : got->kvs) keys.push_back(kv.key);
-    BOOST_TEST_CONTEXT("prefix " << prefix) { BOOST_TEST(keys == under(prefix)); }
+    BOOST_TEST_CONTEXT("prefix " << prefix) {
+      BOOST_TEST(keys == under(prefix));
+    }
   }
   for (const std::string prefix : {"a/", "0", "b0a", "/"}) {
     const std::size_t expected = under(prefix).size();
