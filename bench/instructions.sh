@@ -39,7 +39,7 @@ count() {  # count WHAT N: the instructions of the whole run
   fi
   echo "$refs"
 }
-for what in lock txn put; do
+for what in lock txn put queue; do
   low=$(count "$what" 2000)
   high=$(count "$what" 12000)
   label=$what

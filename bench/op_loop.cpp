@@ -6,6 +6,8 @@
 //   zaris-op-loop txn N    BM_Txn's transaction: two version compares, two puts
 //                          with a lease, among 1,000 keys
 //   zaris-op-loop put N    BM_PutWithLease's put among the same 1,000 keys
+//   zaris-op-loop queue N  the read a contender's join makes (newest first,
+//                          limit 4) with 64 contenders queued on one name
 //
 // The script runs it at two N and divides the difference: the set-up cancels.
 #include <unistd.h>
@@ -99,24 +101,72 @@ int point_loop(const std::string& segment, long n, bool txn) {
   return 0;
 }
 
+// 64 contender keys under one name, each on a lease of its own, as
+// BM_LockHandoff/64 queues them; the loop reads the queue as a join does.
+// The walk's cost depends on the skip list's shape, which each segment's
+// random hash seed sets: the reads go round eight segments, so that two
+// runs (two sets of seeds) count nearly the same.
+int queue_loop(const std::string& segment, long n) {
+  constexpr int kSegments = 8;
+  zaris::SegmentOptions options;  // as BM_LockHandoff's
+  options.max_leases = 256;
+  options.max_keys = 1024;
+  options.max_key_bytes = 64;
+  options.max_value_bytes = 64;
+  std::vector<zaris::Client> clients;
+  for (int c = 0; c < kSegments; ++c) {
+    auto client = zaris::Client::create(segment + "-" + std::to_string(c), options);
+    if (!client) return fail("create", client.error());
+    clients.push_back(std::move(*client));
+    for (int i = 0; i < 64; ++i) {
+      auto granted = clients.back().leases().grant(1h);
+      if (!granted) return fail("grant", granted.error());
+      auto put = clients.back().put("bench/handoff/" + granted->to_key_string(), "",
+                                    zaris::Put::with_lease(*granted));
+      if (!put) return fail("put", put.error());
+    }
+  }
+  zaris::RangeOptions newest_first;
+  newest_first.keys_only = true;
+  newest_first.limit = 4;
+  newest_first.order = zaris::RangeOrder::create_revision_descending;
+  const zaris::Txn read = zaris::Txn().then(zaris::TxnOp::range("bench/handoff/", newest_first));
+  zaris::TxnResult out;
+  int rc = 0;
+  for (long i = 0; i < n && rc == 0; ++i) {
+    auto done = clients[static_cast<std::size_t>(i % kSegments)].txn(read, out);
+    if (!done) {
+      rc = fail("txn", done.error());
+    } else if (out.results[0].kvs.size() != 4) {
+      rc = fail("txn", zaris::Error{zaris::Errc::not_found, "the queue is not there"});
+    }
+  }
+  clients.clear();
+  for (int c = 0; c < kSegments; ++c)
+    (void)zaris::Client::destroy(segment + "-" + std::to_string(c));
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put N\n");
+    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|queue N\n");
     return 2;
   }
   const std::string_view what = argv[1];
   char* end = nullptr;
   const long n = std::strtol(argv[2], &end, 10);
   if (end == argv[2] || *end != '\0' || n < 0 ||
-      (what != "lock" && what != "txn" && what != "put")) {
-    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put N\n");
+      (what != "lock" && what != "txn" && what != "put" && what != "queue")) {
+    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|queue N\n");
     return 2;
   }
   // Named as the benchmarks' segments, which the test script clears after a kill.
   const std::string segment = "zaris-bench-op-loop-" + std::to_string(::getpid());
-  const int rc = what == "lock" ? lock_loop(segment, n) : point_loop(segment, n, what == "txn");
+  const int rc = what == "lock"    ? lock_loop(segment, n)
+                 : what == "queue" ? queue_loop(segment, n)
+                                   : point_loop(segment, n, what == "txn");
   (void)zaris::Client::destroy(segment);
   return rc;
 }

@@ -142,14 +142,32 @@ std::uint32_t Store::lower_bound(std::string_view key) const {
 }
 
 std::uint32_t Store::first_under(std::string_view prefix, std::uint32_t known) const {
-  std::uint64_t steps = 0;
+  // A few keys back (a lock's name with its few contenders) cost less than a
+  // search from the top; many (a long queue) cost more.
+  constexpr std::uint32_t kBackSteps = 8;
+  std::uint32_t steps = 0;
   for (std::uint32_t from = known, s = previous_key(known);; from = s, s = previous_key(s)) {
-    if (++steps > layout_->caps.max_keys) abort_corrupt("skip list's back links have a cycle");
+    if (++steps > kBackSteps) return lower_bound(prefix);
     // A wrong back link could skip a key under the prefix (a lock's contender).
     if ((s == kNone ? first_key() : next_key(s)) != from)
       abort_corrupt("skip list's back link does not match");
     if (s == kNone || !key_bytes(key(s)).starts_with(prefix)) return from;
   }
+}
+
+std::uint32_t Store::run_under(const KeySlotHeader& k, std::string_view prefix) const {
+  const std::uint32_t level = segment::read_once(k.level);
+  if (level < 1 || level > kSkipLevels) abort_corrupt("skip-list node level");
+  std::uint32_t farthest = kNone;
+  for (std::uint32_t l = 1; l < level; ++l) {
+    const std::uint32_t ahead = segment::read_once(k.forward[l]);
+    if (ahead == kNone || !starts_with_bytes(key_bytes(key(ahead)), prefix)) break;
+    farthest = ahead;
+  }
+  // The walk at level 0 must meet it: it lies ahead.
+  if (farthest != kNone && key_bytes(key(farthest)) <= key_bytes(k))
+    abort_corrupt("skip list's links are out of key order");
+  return farthest;
 }
 
 std::uint32_t Store::next_key(std::uint32_t slot) const {

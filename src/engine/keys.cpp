@@ -140,21 +140,14 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     if (n == out.size()) out.emplace_back();
     fill(k, out[n++], !options.keys_only);
   };
+  // The key this operation just put: its lease was found live at `now` (a
+  // transaction checks again that no keep-alive sealed it since).
+  auto visible = [&](std::uint32_t s, const KeySlotHeader& k) {
+    return s == tx.put_slot ? k.used == segment::kKeyLive : store_.key_visible(k, now, tx.noticed);
+  };
   const std::uint64_t min_created = options.min_create_revision;
   const std::uint64_t max_created =
       options.max_create_revision == 0 ? ~std::uint64_t{0} : options.max_create_revision;
-  const bool by_key = options.order == RangeOrder::key;
-  // By create revision: {revision, slot} of every match, on the stack for the
-  // few keys a lock's name holds.
-  struct Match {
-    std::uint64_t created;
-    std::uint32_t slot;
-    std::uint32_t seen;  // the walk's order: keys created together keep key order
-  };
-  constexpr std::size_t kInline = 16;
-  Match inline_found[kInline];  // left uninitialised: only [0, count) is read
-  std::vector<Match> spilled;
-  std::size_t count = 0;
   // A range over keys this operation just put under (a lock's queue): walk
   // out from the put key, with no search from the top of the skip list.
   std::uint32_t start = kNone;
@@ -163,48 +156,124 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     if (put.used == segment::kKeyLive && store_.key_bytes(put).starts_with(prefix))
       start = store_.first_under(prefix, tx.put_slot);
   }
-  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-    if (k.create_revision < min_created || k.create_revision > max_created) return true;
-    // The key this operation just put: its lease was found live at `now`
-    // (a transaction checks again that no keep-alive sealed it since).
-    if (s == tx.put_slot ? k.used != segment::kKeyLive : !store_.key_visible(k, now, tx.noticed))
-      return true;
-    if (!by_key) {
-      if (count < kInline) {
-        inline_found[count] = {k.create_revision, s, static_cast<std::uint32_t>(count)};
-      } else {
-        if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
-        spilled.push_back({k.create_revision, s, static_cast<std::uint32_t>(count)});
+  if (options.order == RangeOrder::key) {
+    store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+      if (k.create_revision < min_created || k.create_revision > max_created) return true;
+      if (!visible(s, k)) return true;
+      if (options.limit != 0 && n >= options.limit) {
+        more = true;
+        return false;
       }
-      ++count;
+      take(k);
       return true;
+    }, start);
+    return n;
+  }
+  // By create revision. A lock's queue asks for the few newest (or oldest)
+  // of many keys under its name: the walk reads only each slot's header, and
+  // the lease of a key (its owner's liveness, further cache lines) is looked
+  // at only for a key that the order puts within the limit, or one past it
+  // (which tells `more`). {revision, slot} of the candidates, in the order
+  // asked for; keys created together keep the walk's (key) order.
+  // `rank`: the create revision, inverted for newest first, so that the
+  // lower rank comes first either way.
+  struct Match {
+    std::uint64_t rank;
+    std::uint32_t slot;
+    std::uint32_t seen;
+  };
+  const std::uint64_t flip =
+      options.order == RangeOrder::create_revision_descending ? ~std::uint64_t{0} : 0;
+  auto before = [](const Match& a, const Match& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.seen < b.seen;
+  };
+  auto candidate = [&](const KeySlotHeader& k) {
+    // Vacant (deleted) slots are told by the header alone.
+    return k.create_revision >= min_created && k.create_revision <= max_created &&
+           k.used == segment::kKeyLive;
+  };
+  // Takes the visible ones of found[0..count) in order, sorting them only as
+  // far as it goes (unless `sorted`); true once it met one past the limit
+  // (`more`), false if it ran out of them first.
+  auto take_in_order = [&](Match* found, std::size_t count, bool sorted) {
+    std::size_t sorted_end = sorted ? count : 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i == sorted_end) {
+        // The next as many as are still wanted, the one past the limit too.
+        const std::size_t wanted = options.limit == 0 ? count - i : options.limit + 1 - n;
+        sorted_end = i + std::min(wanted, count - i);
+        std::partial_sort(found + i, found + sorted_end, found + count, before);
+      }
+      const KeySlotHeader& k = store_.key(found[i].slot);
+      if (!visible(found[i].slot, k)) continue;
+      if (options.limit != 0 && n == options.limit) {
+        more = true;
+        return true;
+      }
+      take(k);
     }
-    if (options.limit != 0 && n >= options.limit) {
-      more = true;
-      return false;
+    return false;
+  };
+  // The first `limit` + 1 candidates in order, on the stack: a ring, sorted
+  // from `first`, so that a key that goes first or last (keys often come in
+  // creation order, or its reverse) is one store, not a move of every key.
+  constexpr std::size_t kInline = 16;  // a power of two, for the ring
+  Match inline_found[kInline];  // left uninitialised: only what was stored is read
+  bool resumed = false;
+  Match last{};
+  if (options.limit != 0 && options.limit < kInline) {
+    const std::size_t bound = options.limit + 1;
+    std::size_t first = 0;
+    std::size_t kept = 0;
+    auto at = [&](std::size_t i) -> Match& { return inline_found[(first + i) % kInline]; };
+    std::uint32_t seen = 0;
+    store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+      if (!candidate(k)) return true;
+      const Match m{k.create_revision ^ flip, s, seen++};
+      if (kept == bound) {
+        if (!before(m, at(bound - 1))) return true;  // most keys, once full
+        --kept;                                      // the last goes
+      }
+      if (kept == 0 || !before(m, at(kept - 1))) {
+        at(kept) = m;
+      } else if (before(m, at(0))) {
+        first = (first + kInline - 1) % kInline;
+        at(0) = m;
+      } else {
+        std::size_t j = kept;
+        for (; before(m, at(j - 1)); --j) at(j) = at(j - 1);
+        at(j) = m;
+      }
+      ++kept;
+      return true;
+    }, start);
+    Match sorted[kInline];
+    for (std::size_t i = 0; i < kept; ++i) sorted[i] = at(i);
+    // Enough of them were visible, or they were every candidate.
+    if (take_in_order(sorted, kept, true) || seen == kept) return n;
+    // Dead keys among them: the candidates after them, in a second walk.
+    resumed = true;
+    last = sorted[kept - 1];
+  }
+  // Every candidate (after `last`, when resumed): no limit, a large one, or
+  // dead keys among the first. The walk numbers them as the first did.
+  std::vector<Match> spilled;
+  std::size_t count = 0;
+  std::uint32_t seen = 0;
+  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
+    if (!candidate(k)) return true;
+    const Match m{k.create_revision ^ flip, s, seen++};
+    if (resumed && !before(last, m)) return true;
+    if (count < kInline) {
+      inline_found[count] = m;
+    } else {
+      if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
+      spilled.push_back(m);
     }
-    take(k);
+    ++count;
     return true;
   }, start);
-  if (by_key) return n;
-  Match* found = spilled.empty() ? inline_found : spilled.data();
-  const std::size_t kept = options.limit != 0 && count > options.limit ? options.limit : count;
-  more = kept < count;
-  // The few matches that fit on the stack (a lock's queue) sort by insertion;
-  // more, only as far as the limit keeps them.
-  const bool newest = options.order == RangeOrder::create_revision_descending;
-  auto before = [newest](const Match& a, const Match& b) {
-    if (a.created != b.created) return newest ? a.created > b.created : a.created < b.created;
-    return a.seen < b.seen;
-  };
-  if (count <= kInline) {
-    for (std::size_t i = 1; i < count; ++i)
-      for (std::size_t j = i; j > 0 && before(found[j], found[j - 1]); --j)
-        std::swap(found[j], found[j - 1]);
-  } else {
-    std::partial_sort(found, found + kept, found + count, before);
-  }
-  for (std::size_t i = 0; i < kept; ++i) take(store_.key(found[i].slot));
+  take_in_order(spilled.empty() ? inline_found : spilled.data(), count, false);
   return n;
 }
 

@@ -67,6 +67,11 @@ inline bool equal_bytes(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+// Whether `key` starts with `prefix`, as equal_bytes() compares.
+inline bool starts_with_bytes(std::string_view key, std::string_view prefix) noexcept {
+  return key.size() >= prefix.size() && equal_bytes(key.substr(0, prefix.size()), prefix);
+}
+
 // Aborts the transaction: `what` read from the segment is `value`, out of range.
 [[noreturn, gnu::cold, gnu::noinline]] void corrupt_value(const char* what, std::uint64_t value);
 
@@ -209,8 +214,12 @@ class Store {
   std::uint32_t lower_bound(std::string_view key) const;
   std::uint32_t first_key() const { return state_->skip_head[0]; }  // or kNone
   // The first slot under `prefix`, found from `known` (a slot under it) by
-  // the back links, each checked against the forward link it mirrors.
+  // the back links, each checked against the forward link it mirrors (or,
+  // more than a few keys back, by a search from the top).
   std::uint32_t first_under(std::string_view prefix, std::uint32_t known) const;
+  // The farthest slot under `prefix` that `k`'s links above level 0 reach
+  // one after the other (kNone: none). REQUIRES: k's key is under `prefix`.
+  std::uint32_t run_under(const KeySlotHeader& k, std::string_view prefix) const;
   std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
 
@@ -221,17 +230,28 @@ class Store {
   // (first_under()); its key is not tested again.
   template <typename Fn>
   void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
+    const std::uint64_t max_steps = layout_->caps.max_keys;
     std::uint64_t steps = 0;
+    // Every slot up to `under_to` is under the prefix (kNone: the next
+    // slot's key is read to tell). Keys under a prefix are adjacent, so a
+    // slot that a link above level 0 reaches, under the prefix, vouches for
+    // the slots before it: a long run reads few keys, mostly headers.
+    std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
-      if (++steps > layout_->caps.max_keys) [[unlikely]]
+      if (++steps > max_steps) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       KeySlotHeader& k = key(s);
-      // (`start` is under it: first_under() found it so.)
-      if ((steps > 1 || s != start) && !key_bytes(k).starts_with(prefix)) return;
-      const std::uint32_t next = next_key(s);
+      if (under_to == kNone) {
+        if (!starts_with_bytes(key_bytes(k), prefix)) return;
+        under_to = s;
+      }
+      if (s == under_to) under_to = segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
+      const std::uint32_t next = k.forward[0];  // next_key(s)
       if (!fn(s, k)) return;
       s = next;
     }
+    if (under_to != kNone) [[unlikely]]
+      corrupt_value("skip list ends before it reaches slot", under_to);
   }
 
   std::uint32_t hash32(std::string_view key) const noexcept;

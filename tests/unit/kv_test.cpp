@@ -1,5 +1,10 @@
 // Keys in a segment: full tables, the room of deleted keys, the index under
 // churn (the semantics of keys are in tests/conformance).
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "support.hpp"
 
 using namespace std::chrono_literals;
@@ -93,6 +98,140 @@ BOOST_FIXTURE_TEST_CASE(many_keys_stay_ordered_through_churn, SegmentFixture) {
     BOOST_TEST(kv.key == it->first);
     BOOST_TEST(kv.value == it->second);
     ++it;
+  }
+  require_consistent();
+}
+
+// A lock's queue asks for the few newest (or oldest) keys under its name,
+// created at or before its own: ranges by create revision with a limit over
+// many keys, among them deleted ones and ones whose lease ended (first and
+// last in creation order, so that the limit's first candidates are dead),
+// and keys created together (in key order), give the live keys in order,
+// cut at the limit, with `more` exactly when the limit cut them.
+BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_order,
+                        SegmentFixture) {
+  struct Made {
+    std::string key;
+    std::uint64_t created;
+    bool lives;
+  };
+  std::vector<Made> made;
+  auto short_lease = client->leases().grant(1s);
+  auto long_lease = client->leases().grant(100s);
+  BOOST_REQUIRE(short_lease.ok() && long_lease.ok());
+  constexpr int kKeys = 120;
+  for (int i = 0; i < kKeys; ++i) {
+    // Key order is not creation order.
+    const std::string key = "q/" + std::to_string((i * 37) % kKeys + 1000);
+    const bool dies = i < 20 || i >= kKeys - 20 || i % 7 == 3;
+    const bool deleted = i % 11 == 5;
+    const LeaseId lease = dies ? *short_lease : (i % 2 == 0 ? *long_lease : LeaseId{});
+    if (i % 10 == 9) {
+      // Two keys of one revision: they follow key order.
+      const std::string twin = key + "t";
+      auto r = client->txn(zaris::Txn()
+                               .then(zaris::TxnOp::put(twin, "v", lease))
+                               .then(zaris::TxnOp::put(key, "v", lease)));
+      BOOST_REQUIRE(r.ok());
+      made.push_back({twin, r->revision, !dies});
+      made.push_back({key, r->revision, !dies && !deleted});
+    } else {
+      auto r = client->put(key, "v", Put::with_lease(lease));
+      BOOST_REQUIRE(r.ok());
+      made.push_back({key, r->revision, !dies && !deleted});
+    }
+    if (deleted) BOOST_REQUIRE(client->del(key)->deleted == 1u);
+  }
+  BOOST_REQUIRE(client->put("q", "not under q/").ok());
+  BOOST_REQUIRE(client->put("q0", "after q/").ok());
+  BOOST_REQUIRE(client->put("p/1", "before q/").ok());
+  clock->advance(2s);  // the short lease ends; no write reaps its keys before the reads
+  const std::uint64_t first = made.front().created;
+  const std::uint64_t last = made.back().created;
+  for (auto order : {zaris::RangeOrder::create_revision_ascending,
+                     zaris::RangeOrder::create_revision_descending}) {
+    const bool newest = order == zaris::RangeOrder::create_revision_descending;
+    std::vector<Made> sorted = made;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const Made& a, const Made& b) {
+      return a.created != b.created ? a.created < b.created : a.key < b.key;
+    });
+    if (newest)
+      std::stable_sort(sorted.begin(), sorted.end(),
+                       [](const Made& a, const Made& b) { return a.created > b.created; });
+    for (std::uint64_t min_created : {std::uint64_t{0}, first + 30, last - 10}) {
+      for (std::uint64_t max_created : {std::uint64_t{0}, first + 40, last - 25, last}) {
+        for (std::size_t limit : {0, 1, 2, 5, 15, 16, 17, 60, 500}) {
+          zaris::RangeOptions options;
+          options.order = order;
+          options.limit = limit;
+          options.keys_only = limit % 2 == 1;
+          options.min_create_revision = min_created;
+          options.max_create_revision = max_created;
+          std::vector<std::string> expected;
+          std::size_t matching = 0;
+          for (const Made& m : sorted) {
+            if (!m.lives || m.created < min_created ||
+                (max_created != 0 && m.created > max_created))
+              continue;
+            if (limit == 0 || matching < limit) expected.push_back(m.key);
+            ++matching;
+          }
+          auto got = client->get_prefix("q/", options);
+          BOOST_REQUIRE(got.ok());
+          std::vector<std::string> keys;
+          for (const auto& kv : got->kvs) keys.push_back(kv.key);
+          BOOST_TEST_CONTEXT("order " << (newest ? "newest" : "oldest") << " first, created "
+                                      << min_created << ".." << max_created << ", limit "
+                                      << limit) {
+            BOOST_TEST(keys == expected, boost::test_tools::per_element());
+            BOOST_TEST(got->more == (limit != 0 && matching > limit));
+            if (!got->kvs.empty()) BOOST_TEST(got->kvs[0].value == (options.keys_only ? "" : "v"));
+          }
+        }
+      }
+    }
+  }
+  require_consistent();
+}
+
+// A walk under a prefix reads few keys of a long run (the skip list's upper
+// links vouch for the slots between); it must still stop exactly at the
+// run's ends, among neighbours that share all but the last byte.
+BOOST_FIXTURE_TEST_CASE(prefix_ranges_and_deletes_stop_exactly_at_the_prefix, SegmentFixture) {
+  std::map<std::string, std::string> model;
+  const std::string alphabet = "/0ab";
+  std::uint64_t x = 777;
+  while (model.size() < 200) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::string key;
+    for (std::uint64_t bits = x >> 20, length = 1 + (x >> 60) % 6; length > 0; --length, bits >>= 2)
+      key += alphabet[bits & 3];
+    BOOST_REQUIRE(client->put(key, key).ok());
+    model[key] = key;
+  }
+  auto under = [&](const std::string& prefix) {
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : model)
+      if (key.starts_with(prefix)) keys.push_back(key);
+    return keys;
+  };
+  std::vector<std::string> prefixes = {""};
+  for (std::size_t i = 0; i < prefixes.size() && prefixes[i].size() < 3; ++i)
+    for (char c : alphabet) prefixes.push_back(prefixes[i] + c);
+  for (const std::string& prefix : prefixes) {
+    auto got = client->get_prefix(prefix);
+    BOOST_REQUIRE(got.ok());
+    std::vector<std::string> keys;
+    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    BOOST_TEST_CONTEXT("prefix " << prefix) {
+      BOOST_TEST(keys == under(prefix));
+    }
+  }
+  for (const std::string prefix : {"a/", "0", "b0a", "/"}) {
+    const std::size_t expected = under(prefix).size();
+    BOOST_TEST(client->del_prefix(prefix)->deleted == expected);
+    std::erase_if(model, [&](const auto& kv) { return kv.first.starts_with(prefix); });
+    BOOST_TEST(client->get_prefix("")->kvs.size() == model.size());
   }
   require_consistent();
 }
