@@ -147,11 +147,22 @@ std::uint32_t Store::first_under(std::string_view prefix, std::uint32_t known) c
   constexpr std::uint32_t kBackSteps = 8;
   std::uint32_t steps = 0;
   for (std::uint32_t from = known, s = previous_key(known);; from = s, s = previous_key(s)) {
-    if (++steps > kBackSteps) return lower_bound(prefix);
+    if (++steps > kBackSteps) {
+      // Found from the top, and checked as the back links are: under the
+      // prefix (`known` is, so the search cannot end past it), and the first.
+      const std::uint32_t found = lower_bound(prefix);
+      if (found == kNone || !starts_with_bytes(key_bytes(key(found)), prefix))
+        abort_corrupt("skip list search misses a key under its prefix");
+      const std::uint32_t before = previous_key(found);
+      if ((before == kNone ? first_key() : next_key(before)) != found ||
+          (before != kNone && starts_with_bytes(key_bytes(key(before)), prefix)))
+        abort_corrupt("skip list's back link does not match");
+      return found;
+    }
     // A wrong back link could skip a key under the prefix (a lock's contender).
     if ((s == kNone ? first_key() : next_key(s)) != from)
       abort_corrupt("skip list's back link does not match");
-    if (s == kNone || !key_bytes(key(s)).starts_with(prefix)) return from;
+    if (s == kNone || !starts_with_bytes(key_bytes(key(s)), prefix)) return from;
   }
 }
 

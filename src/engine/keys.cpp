@@ -138,7 +138,11 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   std::size_t n = 0;
   auto take = [&](const KeySlotHeader& k) {
     if (n == out.size()) out.emplace_back();
-    fill(k, out[n++], !options.keys_only);
+    fill(k, out[n], !options.keys_only);
+    // The walks vouch for runs by their upper links (Store::Walk::vouched):
+    // a key handed over by a corrupt level-0 link is refused here.
+    if (!starts_with_bytes(out[n].key, prefix)) abort_corrupt("skip list strays from its prefix");
+    ++n;
   };
   // The key this operation just put: its lease was found live at `now` (a
   // transaction checks again that no keep-alive sealed it since).
@@ -157,16 +161,19 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
       start = store_.first_under(prefix, tx.put_slot);
   }
   if (options.order == RangeOrder::key) {
-    store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-      if (k.create_revision < min_created || k.create_revision > max_created) return true;
-      if (!visible(s, k)) return true;
-      if (options.limit != 0 && n >= options.limit) {
-        more = true;
-        return false;
-      }
-      take(k);
-      return true;
-    }, start);
+    store_.for_each_under(
+        prefix,
+        [&](std::uint32_t s, const KeySlotHeader& k) {
+          if (k.create_revision < min_created || k.create_revision > max_created) return true;
+          if (!visible(s, k)) return true;
+          if (options.limit != 0 && n >= options.limit) {
+            more = true;
+            return false;
+          }
+          take(k);
+          return true;
+        },
+        start, Store::Walk::vouched);
     return n;
   }
   // By create revision. A lock's queue asks for the few newest (or oldest)
@@ -197,11 +204,18 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   // (`more`), false if it ran out of them first.
   auto take_in_order = [&](Match* found, std::size_t count, bool sorted) {
     std::size_t sorted_end = sorted ? count : 0;
+    std::size_t batch = 0;
     for (std::size_t i = 0; i < count; ++i) {
       if (i == sorted_end) {
         // The next as many as are still wanted, the one past the limit too.
-        const std::size_t wanted = options.limit == 0 ? count - i : options.limit + 1 - n;
-        sorted_end = i + std::min(wanted, count - i);
+        // (n never passes the limit, so limit - n cannot wrap; limit + 1
+        // could.) Each batch at least doubles the last, so that dead keys
+        // among the first cost O(count log count) in all, not a pass each.
+        const std::size_t left = count - i;
+        const std::size_t room = options.limit - n;
+        const std::size_t wanted = options.limit == 0 || room >= left ? left : room + 1;
+        batch = std::max(wanted, 2 * batch);
+        sorted_end = i + std::min(batch, left);
         std::partial_sort(found + i, found + sorted_end, found + count, before);
       }
       const KeySlotHeader& k = store_.key(found[i].slot);
@@ -218,7 +232,7 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   // from `first`, so that a key that goes first or last (keys often come in
   // creation order, or its reverse) is one store, not a move of every key.
   constexpr std::size_t kInline = 16;  // a power of two, for the ring
-  Match inline_found[kInline];  // left uninitialised: only what was stored is read
+  Match inline_found[kInline];         // left uninitialised: only what was stored is read
   bool resumed = false;
   Match last{};
   if (options.limit != 0 && options.limit < kInline) {
@@ -227,26 +241,29 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
     std::size_t kept = 0;
     auto at = [&](std::size_t i) -> Match& { return inline_found[(first + i) % kInline]; };
     std::uint32_t seen = 0;
-    store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-      if (!candidate(k)) return true;
-      const Match m{k.create_revision ^ flip, s, seen++};
-      if (kept == bound) {
-        if (!before(m, at(bound - 1))) return true;  // most keys, once full
-        --kept;                                      // the last goes
-      }
-      if (kept == 0 || !before(m, at(kept - 1))) {
-        at(kept) = m;
-      } else if (before(m, at(0))) {
-        first = (first + kInline - 1) % kInline;
-        at(0) = m;
-      } else {
-        std::size_t j = kept;
-        for (; before(m, at(j - 1)); --j) at(j) = at(j - 1);
-        at(j) = m;
-      }
-      ++kept;
-      return true;
-    }, start);
+    store_.for_each_under(
+        prefix,
+        [&](std::uint32_t s, const KeySlotHeader& k) {
+          if (!candidate(k)) return true;
+          const Match m{k.create_revision ^ flip, s, seen++};
+          if (kept == bound) {
+            if (!before(m, at(bound - 1))) return true;  // most keys, once full
+            --kept;                                      // the last goes
+          }
+          if (kept == 0 || !before(m, at(kept - 1))) {
+            at(kept) = m;
+          } else if (before(m, at(0))) {
+            first = (first + kInline - 1) % kInline;
+            at(0) = m;
+          } else {
+            std::size_t j = kept;
+            for (; before(m, at(j - 1)); --j) at(j) = at(j - 1);
+            at(j) = m;
+          }
+          ++kept;
+          return true;
+        },
+        start, Store::Walk::vouched);
     Match sorted[kInline];
     for (std::size_t i = 0; i < kept; ++i) sorted[i] = at(i);
     // Enough of them were visible, or they were every candidate.
@@ -260,19 +277,22 @@ std::size_t Engine::range_locked(Op& tx, std::int64_t now, std::string_view pref
   std::vector<Match> spilled;
   std::size_t count = 0;
   std::uint32_t seen = 0;
-  store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
-    if (!candidate(k)) return true;
-    const Match m{k.create_revision ^ flip, s, seen++};
-    if (resumed && !before(last, m)) return true;
-    if (count < kInline) {
-      inline_found[count] = m;
-    } else {
-      if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
-      spilled.push_back(m);
-    }
-    ++count;
-    return true;
-  }, start);
+  store_.for_each_under(
+      prefix,
+      [&](std::uint32_t s, const KeySlotHeader& k) {
+        if (!candidate(k)) return true;
+        const Match m{k.create_revision ^ flip, s, seen++};
+        if (resumed && !before(last, m)) return true;
+        if (count < kInline) {
+          inline_found[count] = m;
+        } else {
+          if (spilled.empty()) spilled.assign(inline_found, inline_found + kInline);
+          spilled.push_back(m);
+        }
+        ++count;
+        return true;
+      },
+      start, Store::Walk::vouched);
   take_in_order(spilled.empty() ? inline_found : spilled.data(), count, false);
   return n;
 }

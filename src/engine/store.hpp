@@ -220,16 +220,29 @@ class Store {
   // The farthest slot under `prefix` that `k`'s links above level 0 reach
   // one after the other (kNone: none). REQUIRES: k's key is under `prefix`.
   std::uint32_t run_under(const KeySlotHeader& k, std::string_view prefix) const;
-  std::uint32_t next_key(std::uint32_t slot) const;                 // level-0 successor
-  std::uint32_t previous_key(std::uint32_t slot) const;             // level-0 predecessor
+  std::uint32_t next_key(std::uint32_t slot) const;      // level-0 successor
+  std::uint32_t previous_key(std::uint32_t slot) const;  // level-0 predecessor
 
+  // How a walk under a prefix knows a slot is under it.
+  enum class Walk {
+    // A link above level 0 to a slot under the prefix vouches for the slots
+    // before it: a long run reads few keys. A corrupt level-0 link inside
+    // the run is found only at the end of the walk (corrupt_segment), so a
+    // walk that stops early may have been handed slots outside the prefix:
+    // for reads whose caller checks the keys it keeps.
+    vouched,
+    // Every slot's key is read and compared before fn sees it: for walks
+    // that change what they are handed (deletes).
+    every_key,
+  };
   // Calls fn(slot, header) for every key slot (live, vacant or dead) whose key
   // starts with `prefix`, in key order, until fn returns false. fn may remove
   // the slot it is given (the successor is read before the call).
   // REQUIRES: `start`, if given, is the first slot under the prefix
-  // (first_under()); its key is not tested again.
+  // (first_under(), which checks it); its key is not tested again.
   template <typename Fn>
-  void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone) const {
+  void for_each_under(std::string_view prefix, Fn&& fn, std::uint32_t start = kNone,
+                      Walk walk = Walk::every_key) const {
     const std::uint64_t max_steps = layout_->caps.max_keys;
     std::uint64_t steps = 0;
     // Every slot up to `under_to` is under the prefix (kNone: the next
@@ -245,7 +258,9 @@ class Store {
         if (!starts_with_bytes(key_bytes(k), prefix)) return;
         under_to = s;
       }
-      if (s == under_to) under_to = segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
+      if (s == under_to)
+        under_to =
+            walk == Walk::vouched && segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
       const std::uint32_t next = k.forward[0];  // next_key(s)
       if (!fn(s, k)) return;
       s = next;
@@ -308,7 +323,8 @@ constexpr bool liveness_alive(std::uint32_t word) noexcept {
 bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
                     std::uint64_t new_deadline) noexcept;
 
-inline Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t, std::uint64_t& ttl) const noexcept {
+inline Store::Renewal Store::renew(std::uint64_t want, std::uint64_t t,
+                                   std::uint64_t& ttl) const noexcept {
   const std::uint32_t slot = lease_slot_of(want);
   if (want == 0 || slot >= layout_->caps.max_leases) return Renewal::unknown;
   LeaseSlot& l = leases_[slot];

@@ -1,7 +1,10 @@
 // Keys in a segment: full tables, the room of deleted keys, the index under
 // churn (the semantics of keys are in tests/conformance).
 #include <algorithm>
+#include <initializer_list>
+#include <limits>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -160,7 +163,9 @@ BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_or
                        [](const Made& a, const Made& b) { return a.created > b.created; });
     for (std::uint64_t min_created : {std::uint64_t{0}, first + 30, last - 10}) {
       for (std::uint64_t max_created : {std::uint64_t{0}, first + 40, last - 25, last}) {
-        for (std::size_t limit : {0, 1, 2, 5, 15, 16, 17, 60, 500}) {
+        // The largest limit is no limit in effect (and limit + 1 wraps).
+        for (std::size_t limit : std::initializer_list<std::size_t>{
+                 0, 1, 2, 5, 15, 16, 17, 60, 500, std::numeric_limits<std::size_t>::max()}) {
           zaris::RangeOptions options;
           options.order = order;
           options.limit = limit;
@@ -231,6 +236,51 @@ BOOST_FIXTURE_TEST_CASE(prefix_ranges_and_deletes_stop_exactly_at_the_prefix, Se
     const std::size_t expected = under(prefix).size();
     BOOST_TEST(client->del_prefix(prefix)->deleted == expected);
     std::erase_if(model, [&](const auto& kv) { return kv.first.starts_with(prefix); });
+    BOOST_TEST(client->get_prefix("")->kvs.size() == model.size());
+  }
+  require_consistent();
+}
+
+// The same among long keys, whose prefixes compare by words: prefixes of 7
+// to 32 bytes, neighbours that differ in the prefix's first or last byte, a
+// key equal to the prefix.
+BOOST_FIXTURE_TEST_CASE(long_prefixes_stop_exactly_at_the_prefix, SegmentFixture) {
+  const std::string base = "0123456789abcdefghijklmnopqrstuv";  // 32 bytes, the longest key
+  std::set<std::string> model;
+  for (std::size_t length = 1; length <= base.size(); ++length)
+    model.insert(base.substr(0, length));
+  const std::size_t lengths[] = {7, 8, 9, 16, 17, 24, 31, 32};
+  for (std::size_t length : lengths) {
+    for (std::size_t at : {std::size_t{0}, length - 1}) {
+      for (char c : {'!', '~'}) {
+        std::string near = base;
+        near[at] = c;
+        model.insert(near);
+        model.insert(near.substr(0, length));
+      }
+    }
+  }
+  for (const std::string& key : model) BOOST_REQUIRE(client->put(key, "v").ok());
+  auto under = [&](const std::string& prefix) {
+    std::vector<std::string> keys;
+    for (const std::string& key : model)
+      if (key.starts_with(prefix)) keys.push_back(key);
+    return keys;
+  };
+  for (std::size_t length : lengths) {
+    const std::string prefix = base.substr(0, length);
+    auto got = client->get_prefix(prefix);
+    BOOST_REQUIRE(got.ok());
+    std::vector<std::string> keys;
+    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    BOOST_TEST_CONTEXT("prefix of " << length << " bytes") {
+      BOOST_TEST(keys == under(prefix), boost::test_tools::per_element());
+    }
+  }
+  for (std::size_t length : {std::size_t{17}, std::size_t{8}}) {
+    const std::string prefix = base.substr(0, length);
+    BOOST_TEST(client->del_prefix(prefix)->deleted == under(prefix).size());
+    std::erase_if(model, [&](const std::string& key) { return key.starts_with(prefix); });
     BOOST_TEST(client->get_prefix("")->kvs.size() == model.size());
   }
   require_consistent();
