@@ -61,7 +61,6 @@ static_assert(DataRegion::kMaxJournalBytes >=
 DataRegion::DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept
     : base_(base),
       offset_(offset),
-      bytes_(bytes),
       units_(bytes < kMinRegionBytes
                  ? 0
                  : std::min((bytes - sizeof(DataRegionHeader)) / kBlockUnit, kAreaUnitsLimit)) {}

@@ -135,7 +135,6 @@ class DataRegion {
 
   std::uint8_t* base_;
   std::uint64_t offset_;
-  std::uint64_t bytes_;
   std::uint64_t units_;  // what the layout gives: the header must say the same
 };
 
