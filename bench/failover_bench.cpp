@@ -11,8 +11,10 @@
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
 // its sleepers are started and queued, and the kill waits until, looked at
-// 5 ms or more after that, each one's thread is blocked (state S); each stamps CLOCK_MONOTONIC when it has seen the
-// death through; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
+// 5 ms or more after that, each one's thread is blocked (state S); each
+// stamps CLOCK_MONOTONIC when it has seen the death through, and does
+// nothing more (no unlock, no resign, no exit) until every sleeper of the
+// trial has stamped; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
 //   zaris_etcd        a zaris Mutex on etcd, its session's TTL --ttl seconds
 //                     (2 by default): no owner death there, so the lock goes
 //                     when etcd expires the holder's lease
@@ -82,6 +84,8 @@ struct Shared {
   Word holder_ready;
   Word sleeper_ready[kMaxSleepers];
   Stamp done_at[kMaxSleepers];
+  Word stamped;  // how many sleepers of the trial have stamped
+  Word sleepers;  // how many sleepers the trial has
   alignas(64) pthread_mutex_t robust;
 };
 static_assert(sizeof(std::atomic<std::uint32_t>) == 4);
@@ -168,7 +172,24 @@ int failed_step(int code, const char* step, const zaris::Error& error) {
   return code;
 }
 
-void stamp(int i) { g_shared->done_at[i].ns.store(now_ns()); }
+// Stamps sleeper i done, then waits (at most 10 s) until every sleeper of
+// the trial has stamped: what a sleeper does after its stamp (unlock,
+// resign, its session's end, its exit) is no part of the failover and must
+// not take a CPU from a sleeper still on its way.
+void stamp(int i) {
+  g_shared->done_at[i].ns.store(now_ns());
+  g_shared->stamped.value.fetch_add(1);
+  futex_wake(g_shared->stamped.value);
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    std::uint32_t seen = g_shared->stamped.value.load();
+    if (seen >= g_shared->sleepers.value.load() || std::chrono::steady_clock::now() > give_up)
+      return;
+    timespec slice{0, 100'000'000};
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g_shared->stamped.value), FUTEX_WAIT,
+              seen, &slice, nullptr, 0);
+  }
+}
 
 // Returns once `count` keys are under `prefix`: looks from a child of its
 // own, as this process opens no client.
@@ -430,6 +451,8 @@ double trial(Mechanism& m) {
     g_shared->sleeper_ready[i].value.store(0);
     g_shared->done_at[i].ns.store(0);
   }
+  g_shared->stamped.value.store(0);
+  g_shared->sleepers.value.store(static_cast<std::uint32_t>(n));
   pid_t holder = spawn(m.hold);
   await_ready(g_shared->holder_ready, "the holder", holder);
   std::vector<pid_t> sleepers;
