@@ -8,6 +8,8 @@
 //                     in a third process has heard it
 //   robust_mutex      a bare robust process-shared pthread mutex in a file
 //                     in /dev/shm
+//   robust_mutex_threaded  the same, held by the second of three threads,
+//                     as a zaris holder's liveness thread holds its word
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
 // its sleepers are started and queued, and the kill waits until, looked at
@@ -313,10 +315,26 @@ Mechanism flock_mechanism(const std::string& path) {
   return Mechanism{"flock", hold, {wait}, [] {}, {}};
 }
 
-Mechanism robust_mechanism() {
-  auto hold = [] {
-    if (pthread_mutex_lock(&g_shared->robust) != 0) return 1;
-    set_ready(g_shared->holder_ready);
+// A bare robust mutex. `threaded`: the holder is shaped as a zaris holder is
+// (its main thread asleep in pause(), a second thread holding the mutex as
+// a liveness thread holds its word, a third asleep as a session's renewer),
+// so that the row is the floor under zaris's mechanism: the kernel wakes
+// the waiter when the holding thread, not the main one, has exited.
+Mechanism robust_mechanism(bool threaded) {
+  auto hold = [threaded] {
+    if (!threaded) {
+      if (pthread_mutex_lock(&g_shared->robust) != 0) return 1;
+      set_ready(g_shared->holder_ready);
+      for (;;) ::pause();
+    }
+    std::thread([] {
+      for (;;) ::pause();
+    }).detach();
+    std::thread([] {
+      if (pthread_mutex_lock(&g_shared->robust) != 0) ::_exit(1);
+      set_ready(g_shared->holder_ready);
+      for (;;) ::pause();
+    }).detach();
     for (;;) ::pause();
   };
   auto wait = [](int i) {
@@ -330,7 +348,7 @@ Mechanism robust_mechanism() {
     pthread_mutex_unlock(&g_shared->robust);
     return 0;
   };
-  return Mechanism{"robust_mutex", hold, {wait}, [] {}, {}};
+  return Mechanism{threaded ? "robust_mutex_threaded" : "robust_mutex", hold, {wait}, [] {}, {}};
 }
 
 void init_robust(pthread_mutex_t& mutex) {
@@ -550,7 +568,8 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
   mechanisms.push_back(zaris_mechanism("zaris_no_janitor", without));
   mechanisms.push_back(election_mechanism(with));
   mechanisms.push_back(flock_mechanism(flock_path));
-  mechanisms.push_back(robust_mechanism());
+  mechanisms.push_back(robust_mechanism(false));
+  mechanisms.push_back(robust_mechanism(true));
   return mechanisms;
 }
 
@@ -621,13 +640,13 @@ int main(int argc, char** argv) {
       "failover: SIGKILL of the holder to the next waiter holding the lock (election: the next\n"
       "candidate leading and an observer having heard it), %d trials\n",
       trials);
-  std::printf("%-18s %12s %12s\n", "mechanism", "median_us", "p99_us");
+  std::printf("%-22s %12s %12s\n", "mechanism", "median_us", "p99_us");
   std::string json = "{\"mechanisms\": {";
   for (std::size_t i = 0; i < mechanisms.size(); ++i) {
     const auto& m = mechanisms[i];
     double median = percentile(m.samples_us, 0.5);
     double p99 = percentile(m.samples_us, 0.99);
-    std::printf("%-18s %12.1f %12.1f\n", m.name.c_str(), median, p99);
+    std::printf("%-22s %12.1f %12.1f\n", m.name.c_str(), median, p99);
     char entry[256];
     std::snprintf(entry, sizeof entry, "%s\"%s\": {\"median_us\": %.1f, \"p99_us\": %.1f}",
                   i == 0 ? "" : ", ", m.name.c_str(), median, p99);

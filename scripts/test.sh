@@ -71,7 +71,7 @@ run_configuration() {
     "${runner[@]}" ctest --test-dir "$dir" --output-on-failure --timeout 420 --no-tests=error $pass ||
       status=$?
     # The figures the crash, torture, fuzz and wake tests report, from their logs.
-    grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |zaris_election |flock |robust_mutex )|stat::(number_of_executed_units|average_exec_per_sec)" \
+    grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |zaris_election |flock |robust_mutex |robust_mutex_threaded )|stat::(number_of_executed_units|average_exec_per_sec)" \
       "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   done
   echo "=== $name: ctest exited with $status"
