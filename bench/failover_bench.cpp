@@ -13,7 +13,7 @@
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
 // its sleepers are started and queued, and the kill waits until, looked at
-// 5 ms or more after that, each one's thread is blocked (state S); each
+// 20 ms or more after that, each one's thread is blocked (state S); each
 // stamps CLOCK_MONOTONIC when it has seen the death through, and does
 // nothing more (no unlock, no resign, no exit) until every sleeper of the
 // trial has stamped; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
@@ -23,7 +23,10 @@
 // Prints median and p99 per mechanism; with --json FILE also writes them as
 // JSON.
 //
-// Usage: zaris-failover-bench [--trials N] [--json FILE] [--uri etcd://... [--ttl S]]
+// Usage: zaris-failover-bench [--trials N] [--json FILE] [--only NAME[,NAME...]]
+//                             [--uri etcd://... [--ttl S]]
+// (--only: measure the mechanisms named, e.g. to trace one with the kernel's
+// scheduler events.)
 //
 // The children open their own clients after fork(); this process never
 // opens an etcd client, so no child inherits gRPC's threads half-copied.
@@ -484,11 +487,13 @@ double trial(Mechanism& m) {
     await_ready(g_shared->sleeper_ready[i], "a sleeper", sleepers.back());
   }
   m.queued();
-  // Asleep: each sleeper's thread blocked (state S) when looked at, 5 ms or
-  // more after it queued.
+  // Asleep: each sleeper's thread blocked (state S) when looked at, 20 ms or
+  // more after it queued. A lock worth a failover is held longer than a
+  // turn in a busy queue: a zaris sleeper asks for its short scheduler slice
+  // once it has slept 10 ms (docs/owners.md, "The wake slice").
   const auto asleep_by = std::chrono::steady_clock::now() + 10s;
   for (bool asleep = false; !asleep;) {
-    std::this_thread::sleep_for(5ms);
+    std::this_thread::sleep_for(20ms);
     asleep = true;
     for (pid_t s : sleepers) asleep = asleep && thread_state(s) == 'S';
     if (!asleep && std::chrono::steady_clock::now() > asleep_by)
@@ -574,8 +579,8 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
 }
 
 constexpr const char* kUsage =
-    "usage: zaris-failover-bench [--trials N] [--json FILE] [--uri etcd://HOST:PORT[/PREFIX] "
-    "[--ttl SECONDS]]";
+    "usage: zaris-failover-bench [--trials N] [--json FILE] [--only NAME[,NAME...]] "
+    "[--uri etcd://HOST:PORT[/PREFIX] [--ttl SECONDS]]";
 
 }  // namespace
 
@@ -584,6 +589,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   std::string uri;
   int ttl_seconds = 2;
+  std::string only;  // ",NAME,NAME,": the mechanisms measured; empty: all
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--trials" && i + 1 < argc) {
@@ -594,6 +600,8 @@ int main(int argc, char** argv) {
       uri = argv[++i];
     } else if (arg == "--ttl" && i + 1 < argc) {
       ttl_seconds = std::atoi(argv[++i]);
+    } else if (arg == "--only" && i + 1 < argc) {
+      only.assign(1, ',').append(argv[++i]).push_back(',');
     } else if (arg == "--help" || arg == "-h") {
       std::puts(kUsage);
       return 0;
@@ -630,6 +638,19 @@ int main(int argc, char** argv) {
     if (uri.find('/', 7) == std::string::npos)
       uri += "/zaris-failover-" + std::to_string(::getpid());
     mechanisms.push_back(zaris_mechanism("zaris_etcd", uri, ttl));
+  }
+  if (!only.empty()) {
+    std::erase_if(mechanisms,
+                  [&](const Mechanism& m) {
+                    std::string name(1, ',');
+                    name.append(m.name).push_back(',');
+                    return only.find(name) == std::string::npos;
+                  });
+    if (mechanisms.empty()) {
+      cleanup();
+      ::unlink(shared_path.c_str());
+      die("--only names no mechanism of this run");
+    }
   }
   for (int t = 0; t < trials; ++t)
     for (auto& m : mechanisms) m.samples_us.push_back(trial(m));

@@ -41,6 +41,16 @@ struct ClientOptions {
   // "Trust"). Set this to share a segment on purpose, e.g. with a group
   // (created with mode 0660).
   bool trust_other_writers = false;
+  // While a thread of this client sleeps until another process's change or
+  // death wakes it (a lock's waiter, an election's candidate,
+  // wait_for_change, a watcher), it asks the scheduler for this slice
+  // instead of its own, and gets its own back once awake (Linux 6.12 and
+  // later; SCHED_OTHER threads only). Woken, it then runs before tasks with
+  // longer slices already queued on its CPU, such as the exit of the process
+  // whose death woke it (docs/owners.md, "Takeover chain"). Zero leaves the
+  // threads' scheduling alone; otherwise 100 µs .. 100 ms. A shared-memory
+  // segment's option: an etcd client ignores it.
+  std::chrono::microseconds wake_slice{100};
 };
 
 // Bytes a segment with these capacities occupies (header, lock, journal,

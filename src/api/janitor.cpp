@@ -129,9 +129,14 @@ class Janitor::Impl {
       if (dead_seen) continue;
       const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
       // Without futex_waitv, deaths are found by looking, every 10 ms.
-      if (set.wait(until, /*spin=*/false, kFallbackSliceNs).death) {
+      const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
+      if (died || set.changed(registry)) {
         // Those asleep on the dead owner's keys were woken too, on the
-        // other word: give them their head start.
+        // other word, and release what they wait for: give them their head
+        // start, and take the segment lock after them. A registration that
+        // came or went (one freed by such a sleeper, most often) waits as
+        // long: a new one is armed 0.5 ms later at most, and one that dies
+        // meanwhile is found dead by the pass.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }

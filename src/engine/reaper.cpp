@@ -129,8 +129,11 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   tx.commit();
   ZARIS_HOP(saw_dead);
   // The kernel woke one waiter on the death, perhaps not all: wake them all.
+  // Not the janitor: the kernel wakes it on the dead owner's other word
+  // (or its pass finds the death, for an owner it has not armed yet), and
+  // its pass now would only take the segment lock from those who wait
+  // for the dead owner's keys.
   segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
-  wake_janitor_now(channels_->registry);
 }
 
 bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released) {

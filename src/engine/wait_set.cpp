@@ -18,6 +18,11 @@ namespace {
 // of a lock between processes. Only with another CPU to make the change.
 constexpr std::int64_t kSpinNs = 20'000;
 
+// How long a sleeper sleeps with its own slice before it asks for the short
+// one: longer than a turn in a queue of 64 busy lockers, shorter than any
+// lock held for work worth a failover.
+constexpr std::int64_t kWakeSliceAfterNs = 10'000'000;
+
 std::uint32_t load(const std::uint32_t* word) {
   return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(word))
       .load(std::memory_order_acquire);
@@ -68,6 +73,13 @@ void WaitSet::add_channel(segment::Channel& channel) {
   kinds_[count_++] = Kind::channel;
 }
 
+bool WaitSet::changed(const segment::Channel& channel) const {
+  const auto* word = reinterpret_cast<const std::uint32_t*>(&channel.seq);
+  for (std::uint32_t i = 0; i < count_; ++i)
+    if (words_[i].word == word) return load(word) != words_[i].expected;
+  return false;
+}
+
 void WaitSet::add_key_word(std::atomic<std::uint32_t>& wake) {
   auto* word = reinterpret_cast<std::uint32_t*>(&wake);
   for (std::uint32_t i = 0; i < count_; ++i)
@@ -94,14 +106,27 @@ void WaitSet::add_word(std::uint32_t* word, std::uint32_t expected) {
   kinds_[count_++] = Kind::other;
 }
 
-WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns) {
+WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
+                             segment::WakeSlice* wake_slice) {
   Woken out;
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
     out.spun = true;
     return out;
   }
-  const int woke = segment::futex_wait_any(words_, count_, until);
+  // A sleep that lasts asks for the short slice (segment/wake_slice.hpp)
+  // from kWakeSliceAfterNs on; a shorter one, such as a turn in a busy
+  // queue, pays for no scheduler call.
+  const bool may_shorten = wake_slice != nullptr && wake_slice->pending();
+  const std::int64_t first_until =
+      may_shorten ? std::min(until, segment::deadline_after(real_now(), std::chrono::nanoseconds(
+                                                                            kWakeSliceAfterNs)))
+                  : until;
+  int woke = segment::futex_wait_any(words_, count_, first_until);
+  if (woke == -1 && first_until < until && real_now() >= first_until) {
+    wake_slice->apply();
+    woke = segment::futex_wait_any(words_, count_, until);  // at once if a word changed
+  }
   if (woke == -2) {
     // No futex_waitv (Linux < 5.16): the first channel or key word alone;
     // deaths and the other words are seen at the next look.

@@ -21,6 +21,7 @@
 
 #include "segment/futex.hpp"
 #include "segment/layout.hpp"
+#include "segment/wake_slice.hpp"
 
 namespace zaris::engine {
 
@@ -46,6 +47,8 @@ class WaitSet {
   // Any other word, e.g. a stop flag: the sleep ends when it is not `expected`.
   void add_word(std::uint32_t* word, std::uint32_t expected);
   bool full() const { return count_ == segment::kFutexWaitMax; }
+  // Whether `channel`, added to the set, has been bumped since it was added.
+  bool changed(const segment::Channel& channel) const;
 
   struct Woken {
     bool changed = false;  // a word changed, or was woken (else: the deadline, or a signal)
@@ -56,7 +59,11 @@ class WaitSet {
   // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
   // hand-off, on a machine with another CPU. Without futex_waitv it sleeps on
   // the first channel alone, at most `fallback_slice_ns` at a time.
-  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns);
+  // `wake_slice` (may be null): applied once the thread has slept 10 ms, so
+  // that it runs soon after it is woken (segment/wake_slice.hpp); its owner,
+  // the waiting call, restores it as it returns.
+  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
+             segment::WakeSlice* wake_slice = nullptr);
 
  private:
   enum class Kind : std::uint8_t { channel, owner, key, other };
