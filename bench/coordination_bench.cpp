@@ -116,15 +116,46 @@ int with_mutex(const std::string& segment, const char* name, Body&& body) {
   return body(*client, mutex);
 }
 
-void finish(pid_t pid, Shared* shared) {
-  shared->stop.store(true);
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  ::munmap(shared, sizeof(Shared));
+// A benchmark's helper process (and the words it shares, if any): told to
+// stop, killed and reaped when the benchmark returns, however it returns.
+class HelperProcess {
+ public:
+  explicit HelperProcess(pid_t pid, Shared* shared = nullptr) : pid_(pid), shared_(shared) {}
+  ~HelperProcess() {
+    if (shared_ != nullptr) shared_->stop.store(true);
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    if (shared_ != nullptr) ::munmap(shared_, sizeof(Shared));
+  }
+  HelperProcess(const HelperProcess&) = delete;
+  HelperProcess& operator=(const HelperProcess&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+  Shared* shared_;
+};
+
+// Until the segment names its janitor (10 s at most).
+bool janitor_started(zaris::Client& client) {
+  const std::int64_t give_up = now_ns() + 10'000'000'000;
+  for (;;) {
+    auto info = client.info();
+    if (info && info->janitor_pid) return true;
+    if (now_ns() > give_up) return false;
+    std::this_thread::yield();
+  }
 }
 
-void wait_stage(Shared* shared, int stage) {
-  while (shared->stage.load() != stage && !shared->stop.load()) std::this_thread::yield();
+// Until the other side reaches `stage`; false if told to stop, or if 10 s
+// pass first (the other side ended or hangs).
+bool wait_stage(Shared* shared, int stage) {
+  const std::int64_t give_up = now_ns() + 10'000'000'000;
+  while (shared->stage.load() != stage) {
+    if (shared->stop.load() || now_ns() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 void BM_LockUnlock(benchmark::State& state) {
@@ -365,7 +396,8 @@ void BM_FlockHandoff(benchmark::State& state) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return state.SkipWithError("open");
   Shared* shared = shared_memory();
-  pid_t pid = helper([&] {
+  if (shared == nullptr) return state.SkipWithError("mmap");
+  HelperProcess running(helper([&] {
     int own = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // its own open file description
     shared->stage.store(1);
     while (!shared->stop.load()) {
@@ -374,8 +406,8 @@ void BM_FlockHandoff(benchmark::State& state) {
       if (::flock(own, LOCK_UN) != 0) return 2;
     }
     return 0;
-  });
-  wait_stage(shared, 1);
+  }), shared);
+  if (!wait_stage(shared, 1)) return state.SkipWithError("the helper did not start");
   shared->acquisitions.store(0);
   shared->handoffs.store(0);
   std::int64_t started = now_ns();
@@ -385,7 +417,6 @@ void BM_FlockHandoff(benchmark::State& state) {
     if (::flock(fd, LOCK_UN) != 0) return state.SkipWithError("flock");
   }
   report_handoffs(state, shared, started);
-  finish(pid, shared);
   ::close(fd);
   ::unlink(path.c_str());
 }
@@ -393,8 +424,9 @@ void BM_FlockHandoff(benchmark::State& state) {
 void BM_LockWake(benchmark::State& state) {
   Scratch scratch("lockwake");
   Shared* shared = shared_memory();
+  if (shared == nullptr) return state.SkipWithError("mmap");
   // The helper takes the lock, waits for us to queue behind it, stamps, unlocks.
-  pid_t pid = helper([&] {
+  HelperProcess running(helper([&] {
     return with_mutex(scratch.name, "bench/wake", [&](zaris::Client& client, zaris::Mutex& mutex) {
       for (int round = 1; !shared->stop.load(); round += 2) {
         wait_stage(shared, round);
@@ -410,21 +442,20 @@ void BM_LockWake(benchmark::State& state) {
       }
       return 0;
     });
-  });
+  }), shared);
   auto session = zaris::Session::create(*scratch.client, zaris::SessionOptions{60s, {}});
   if (!session) return state.SkipWithError(session.error().message.c_str());
   zaris::Mutex mutex(**session, "bench/wake");
   int round = 1;
   for (auto _ : state) {
     shared->stage.store(round);
-    wait_stage(shared, round + 1);
+    if (!wait_stage(shared, round + 1)) return state.SkipWithError("the helper stopped answering");
     if (!mutex.lock()) return state.SkipWithError("lock");
     std::int64_t woke = now_ns();
     state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
     if (!mutex.unlock()) return state.SkipWithError("unlock");
     round += 2;
   }
-  finish(pid, shared);
 }
 
 // The floor under the wake-ups above: another process's FUTEX_WAKE of one
@@ -433,7 +464,7 @@ void BM_FutexWake(benchmark::State& state) {
   Shared* shared = shared_memory();
   if (shared == nullptr) return state.SkipWithError("mmap");
   auto* word = reinterpret_cast<std::uint32_t*>(&shared->word);
-  pid_t pid = helper([&] {
+  HelperProcess running(helper([&] {
     for (int round = 1; !shared->stop.load(); round += 2) {
       wait_stage(shared, round);
       if (shared->stop.load()) break;
@@ -444,7 +475,7 @@ void BM_FutexWake(benchmark::State& state) {
       shared->stage.store(round + 1);
     }
     return 0;
-  });
+  }), shared);
   int round = 1;
   for (auto _ : state) {
     const std::uint32_t seen = shared->word.load();
@@ -453,16 +484,16 @@ void BM_FutexWake(benchmark::State& state) {
       ::syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
     std::int64_t woke = now_ns();
     state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
-    wait_stage(shared, round + 1);
+    if (!wait_stage(shared, round + 1)) return state.SkipWithError("the helper stopped answering");
     round += 2;
   }
-  finish(pid, shared);
 }
 
 void BM_WatchWake(benchmark::State& state) {
   Scratch scratch("watchwake");
   Shared* shared = shared_memory();
-  pid_t pid = helper([&] {
+  if (shared == nullptr) return state.SkipWithError("mmap");
+  HelperProcess running(helper([&] {
     auto client = zaris::Client::open(scratch.name);
     if (!client) return 1;
     for (int round = 1; !shared->stop.load(); round += 2) {
@@ -474,7 +505,7 @@ void BM_WatchWake(benchmark::State& state) {
       shared->stage.store(round + 1);
     }
     return 0;
-  });
+  }), shared);
   auto watcher = scratch.client->watch("bench/watched");
   if (!watcher) return state.SkipWithError(watcher.error().message.c_str());
   int round = 1;
@@ -484,10 +515,9 @@ void BM_WatchWake(benchmark::State& state) {
     std::int64_t woke = now_ns();
     if (!events || events->empty()) return state.SkipWithError("watch");
     state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
-    wait_stage(shared, round + 1);
+    if (!wait_stage(shared, round + 1)) return state.SkipWithError("the helper stopped answering");
     round += 2;
   }
-  finish(pid, shared);
 }
 
 void BM_ExpiryWake(benchmark::State& state) {
@@ -514,14 +544,14 @@ void BM_ExpiryWake(benchmark::State& state) {
 void BM_JanitorExpiry(benchmark::State& state) {
   Scratch scratch("janitorexpiry");
   zaris::Client& client = *scratch.client;
-  pid_t pid = helper([&] {
+  HelperProcess janitor_process(helper([&] {
     auto own = zaris::Client::open(scratch.name);
     if (!own) return 1;
     auto janitor = zaris::Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
     if (!janitor) return 2;
     for (;;) ::pause();
-  });
-  while (!client.info()->janitor_pid) std::this_thread::yield();
+  }));
+  if (!janitor_started(client)) return state.SkipWithError("the janitor did not start");
   constexpr auto kTtl = 5ms;
   for (auto _ : state) {
     std::int64_t before = now_ns();
@@ -540,8 +570,6 @@ void BM_JanitorExpiry(benchmark::State& state) {
     state.SetIterationTime(
         static_cast<double>(reaped - (before + std::chrono::nanoseconds(kTtl).count())) / 1e9);
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
 }
 
 // CPU time of the janitor process over a window, as a share of one CPU.
@@ -570,16 +598,16 @@ void BM_JanitorIdle(benchmark::State& state) {
       return state.SkipWithError("put");
     leases.push_back(*lease);
   }
-  pid_t pid = helper([&] {
+  HelperProcess janitor_process(helper([&] {
     auto own = zaris::Client::open(name);
     if (!own) return 1;
     auto janitor = zaris::Janitor::start(*own, zaris::JanitorOptions{[](std::string_view) {}});
     if (!janitor) return 2;
     for (;;) ::pause();
-  });
-  while (!client.info()->janitor_pid) std::this_thread::yield();
+  }));
+  if (!janitor_started(client)) return state.SkipWithError("the janitor did not start");
   clockid_t cpu;
-  if (clock_getcpuclockid(pid, &cpu) != 0) return state.SkipWithError("clock_getcpuclockid");
+  if (clock_getcpuclockid(janitor_process.pid(), &cpu) != 0) return state.SkipWithError("clock_getcpuclockid");
   auto cpu_ns = [&] {
     timespec ts;
     clock_gettime(cpu, &ts);
@@ -610,8 +638,6 @@ void BM_JanitorIdle(benchmark::State& state) {
   }
   state.counters["janitor_cpu_percent"] = share * 100;
   state.counters["live_leases"] = kLeases;
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
   (void)zaris::Client::destroy(name);
 }
 
