@@ -150,9 +150,8 @@ BOOST_AUTO_TEST_CASE(a_creator_that_died_before_ready_is_reported) {
     auto created = Client::create(name, small_segment());
     BOOST_REQUIRE(created.ok());
   }
-  pid_t dead = ::fork();
-  if (dead == 0) ::_exit(0);
-  ::waitpid(dead, nullptr, 0);
+  pid_t dead = zaris::test::fork_child([] { return 0; });
+  BOOST_REQUIRE_EQUAL(zaris::test::wait_exit(dead), 0);
   poke_value<std::uint32_t>(shm_path(name), offsetof(zaris::segment::Header, ready), 0);
   poke_value<std::uint32_t>(shm_path(name), offsetof(zaris::segment::Header, creator_pid),
                             static_cast<std::uint32_t>(dead));
@@ -184,20 +183,14 @@ BOOST_AUTO_TEST_CASE(racing_creators_share_one_good_segment) {
   constexpr int kRacers = 8;
   std::vector<pid_t> racers;
   for (int i = 0; i < kRacers; ++i) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
+    racers.push_back(zaris::test::fork_child([&name, i] {
       auto client = Client::open_or_create(name, small_segment());
-      if (!client.ok()) ::_exit(10);
-      if (!client->put("racer/" + std::to_string(i), "here").ok()) ::_exit(11);
-      ::_exit(0);
-    }
-    racers.push_back(pid);
+      if (!client.ok()) return 10;
+      if (!client->put("racer/" + std::to_string(i), "here").ok()) return 11;
+      return 0;
+    }));
   }
-  for (pid_t pid : racers) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
-  }
+  for (pid_t pid : racers) BOOST_TEST(zaris::test::wait_exit(pid) == 0);
   auto client = Client::open(name);
   BOOST_REQUIRE(client.ok());
   BOOST_TEST(client->get_prefix("racer/")->kvs.size() == static_cast<std::size_t>(kRacers));
@@ -213,15 +206,12 @@ BOOST_AUTO_TEST_CASE(another_user_is_denied_a_0600_segment) {
   std::string name = unique_segment_name("perm");
   auto created = Client::create(name, small_segment());
   BOOST_REQUIRE(created.ok());
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(20);
+  pid_t pid = zaris::test::fork_child([&name] {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 20;
     auto opened = Client::open(name);
-    ::_exit(opened.code() == Errc::permission_denied ? 0 : 21);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+    return opened.code() == Errc::permission_denied ? 0 : 21;
+  });
+  BOOST_TEST(zaris::test::wait_exit(pid) == 0);
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 

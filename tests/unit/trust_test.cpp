@@ -218,6 +218,7 @@ BOOST_AUTO_TEST_CASE(another_time_namespace_is_refused) {
     if (!contains(left.error().message, "left its time namespace")) return 6;
     // Only children enter the new namespace.
     pid_t inside = ::fork();
+    if (inside < 0) return 98;  // never waitpid(-1)
     if (inside == 0) {
       auto opened = Client::open(name);
       if (opened.code() != Errc::incompatible_segment) ::_exit(1);
