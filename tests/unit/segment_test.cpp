@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "coordination/queue.hpp"
@@ -243,6 +245,92 @@ BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
                                                offsetof(StoreState, skip_level)),
                             77);
   BOOST_TEST(created->get_prefix("b").code() == Errc::corrupt_segment);
+  BOOST_TEST(!created->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+// A range under a prefix lets the skip list's upper links vouch for the keys
+// between (Store::Walk::vouched): a level-0 link inside such a run that leads
+// out of the prefix is refused as corrupt, never read as keys under it, and a
+// prefix delete, which compares every key, deletes nothing outside it.
+BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_nothing_outside) {
+  using namespace zaris::segment;
+  std::string name = unique_segment_name("corrupt");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  Layout layout;
+  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
+  constexpr std::uint32_t kUnder = 120;  // "p/000".."p/119": slots 0..119
+  constexpr std::uint32_t kOutside = 10;  // "q/000".."q/009": slots 120..129
+  auto key_of = [](const char* prefix, std::uint32_t i) {
+    char text[16];
+    std::snprintf(text, sizeof text, "%s%03u", prefix, i);
+    return std::string(text);
+  };
+  std::vector<std::uint64_t> revisions;  // of the i-th key put
+  for (std::uint32_t i = 0; i < kUnder + kOutside; ++i) {
+    auto put = created->put(i < kUnder ? key_of("p/", i) : key_of("q/", i - kUnder), "v");
+    BOOST_REQUIRE(put.ok());
+    revisions.push_back(put->revision);
+  }
+  const std::string path = shm_path(name);
+  struct Node {
+    std::uint64_t create_revision;
+    std::uint32_t level;
+    std::uint32_t forward[2];
+  };
+  auto header = [&](std::uint32_t s) {
+    Node h{};
+    int fd = ::open(path.c_str(), O_RDONLY);
+    BOOST_REQUIRE(fd >= 0);
+    const off_t at = static_cast<off_t>(layout.keys_offset + s * layout.key_slot_bytes);
+    auto read = [&](void* into, std::size_t n, std::size_t field) {
+      BOOST_REQUIRE(::pread(fd, into, n, at + static_cast<off_t>(field)) ==
+                    static_cast<ssize_t>(n));
+    };
+    read(&h.create_revision, 8, offsetof(KeySlotHeader, create_revision));
+    read(&h.level, 4, offsetof(KeySlotHeader, level));
+    read(&h.forward, 8, offsetof(KeySlotHeader, forward));
+    ::close(fd);
+    return h;
+  };
+  // The i-th key put is in slot slot_of[i]; under the prefix: i < kUnder.
+  std::vector<std::uint32_t> slot_of(kUnder + kOutside, kNone);
+  std::vector<Node> nodes(small_segment().max_keys);
+  for (std::uint32_t s = 0; s < nodes.size(); ++s) {
+    nodes[s] = header(s);
+    auto i = std::find(revisions.begin(), revisions.end(), nodes[s].create_revision);
+    if (i != revisions.end()) slot_of[static_cast<std::size_t>(i - revisions.begin())] = s;
+  }
+  for (std::uint32_t i = 0; i < slot_of.size(); ++i) BOOST_REQUIRE(slot_of[i] != kNone);
+  auto under = [&](std::uint32_t slot) {
+    return slot < nodes.size() &&
+           std::find(revisions.begin(), revisions.begin() + kUnder, nodes[slot].create_revision) !=
+               revisions.begin() + kUnder;
+  };
+  // A node under the prefix whose level-1 link skips at least one key under
+  // it: its level-0 link is inside the run that link vouches for.
+  std::uint32_t from = kNone;
+  for (std::uint32_t i = 0; i < kUnder && from == kNone; ++i) {
+    const Node& h = nodes[slot_of[i]];
+    if (h.level >= 2 && under(h.forward[1]) && h.forward[0] != h.forward[1]) from = slot_of[i];
+  }
+  BOOST_REQUIRE(from != kNone);
+  const std::uint32_t stray = slot_of[kUnder + 3];  // "q/003"
+  const off_t link =
+      static_cast<off_t>(layout.keys_offset + from * layout.key_slot_bytes +
+                         offsetof(KeySlotHeader, forward));
+  poke_value<std::uint32_t>(path, link, stray);
+
+  auto range = created->get_prefix("p/");
+  BOOST_TEST(range.code() == Errc::corrupt_segment);
+  auto deleted = created->del_prefix("p/");
+  if (!deleted.ok()) BOOST_TEST(deleted.code() == Errc::corrupt_segment);
+  for (std::uint32_t i = 0; i < kOutside; ++i) {
+    auto kept = created->get(key_of("q/", i));
+    BOOST_REQUIRE(kept.ok());
+    BOOST_TEST(kept->has_value(), key_of("q/", i) << " outside the prefix was deleted");
+  }
   BOOST_TEST(!created->check()->empty());
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
