@@ -429,8 +429,7 @@ void BM_LockWake(benchmark::State& state) {
   HelperProcess running(helper([&] {
     return with_mutex(scratch.name, "bench/wake", [&](zaris::Client& client, zaris::Mutex& mutex) {
       for (int round = 1; !shared->stop.load(); round += 2) {
-        wait_stage(shared, round);
-        if (shared->stop.load()) break;
+        if (!wait_stage(shared, round)) break;  // told to stop, or nobody answers
         if (!mutex.lock()) return 3;
         shared->stage.store(round + 1);
         // Until the waiter is queued behind us (two keys under the name).
@@ -466,8 +465,7 @@ void BM_FutexWake(benchmark::State& state) {
   auto* word = reinterpret_cast<std::uint32_t*>(&shared->word);
   HelperProcess running(helper([&] {
     for (int round = 1; !shared->stop.load(); round += 2) {
-      wait_stage(shared, round);
-      if (shared->stop.load()) break;
+      if (!wait_stage(shared, round)) break;  // told to stop, or nobody answers
       std::this_thread::sleep_for(200us);  // let it fall asleep
       shared->stamp.store(now_ns());
       shared->word.fetch_add(1);
@@ -480,8 +478,12 @@ void BM_FutexWake(benchmark::State& state) {
   for (auto _ : state) {
     const std::uint32_t seen = shared->word.load();
     shared->stage.store(round);
-    while (shared->word.load() == seen)
-      ::syscall(SYS_futex, word, FUTEX_WAIT, seen, nullptr, nullptr, 0);
+    const std::int64_t give_up = now_ns() + 10'000'000'000;
+    while (shared->word.load() == seen) {
+      if (now_ns() > give_up) return state.SkipWithError("the helper stopped answering");
+      timespec slice{0, 100'000'000};
+      ::syscall(SYS_futex, word, FUTEX_WAIT, seen, &slice, nullptr, 0);
+    }
     std::int64_t woke = now_ns();
     state.SetIterationTime(static_cast<double>(woke - shared->stamp.load()) / 1e9);
     if (!wait_stage(shared, round + 1)) return state.SkipWithError("the helper stopped answering");
@@ -497,8 +499,7 @@ void BM_WatchWake(benchmark::State& state) {
     auto client = zaris::Client::open(scratch.name);
     if (!client) return 1;
     for (int round = 1; !shared->stop.load(); round += 2) {
-      wait_stage(shared, round);
-      if (shared->stop.load()) break;
+      if (!wait_stage(shared, round)) break;  // told to stop, or nobody answers
       std::this_thread::sleep_for(200us);  // let the watcher fall asleep
       shared->stamp.store(now_ns());
       if (!client->put("bench/watched", "v")) return 2;

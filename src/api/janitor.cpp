@@ -130,7 +130,8 @@ class Janitor::Impl {
       const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
-      if (died || set.changed(registry)) {
+      // (A registration this pass freed bumped `registry` itself.)
+      if (died || (set.changed(registry) && pass->released_processes == 0)) {
         // Those asleep on the dead owner's keys were woken too, on the
         // other word, and release what they wait for: give them their head
         // start, and take the segment lock after them. A registration that

@@ -18,11 +18,6 @@ namespace {
 // of a lock between processes. Only with another CPU to make the change.
 constexpr std::int64_t kSpinNs = 20'000;
 
-// How long a sleeper sleeps with its own slice before it asks for the short
-// one: longer than a turn in a queue of 64 busy lockers, shorter than any
-// lock held for work worth a failover.
-constexpr std::int64_t kWakeSliceAfterNs = 10'000'000;
-
 std::uint32_t load(const std::uint32_t* word) {
   return std::atomic_ref<std::uint32_t>(*const_cast<std::uint32_t*>(word))
       .load(std::memory_order_acquire);
@@ -114,14 +109,14 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
     out.spun = true;
     return out;
   }
-  // A sleep that lasts asks for the short slice (segment/wake_slice.hpp)
-  // from kWakeSliceAfterNs on; a shorter one, such as a turn in a busy
-  // queue, pays for no scheduler call.
-  const bool may_shorten = wake_slice != nullptr && wake_slice->pending();
-  const std::int64_t first_until =
-      may_shorten ? std::min(until, segment::deadline_after(real_now(), std::chrono::nanoseconds(
-                                                                            kWakeSliceAfterNs)))
-                  : until;
+  // A call that has slept kWakeSliceAfterNs asks for the short slice
+  // (segment/wake_slice.hpp) and sleeps on; a shorter one, such as a turn
+  // in a busy queue, pays for no scheduler call.
+  if (wake_slice != nullptr && wake_slice->pending() && real_now() >= wake_slice->due_ns())
+    wake_slice->apply();
+  const std::int64_t first_until = wake_slice != nullptr && wake_slice->pending()
+                                       ? std::min(until, wake_slice->due_ns())
+                                       : until;
   int woke = segment::futex_wait_any(words_, count_, first_until);
   if (woke == -1 && first_until < until && real_now() >= first_until) {
     wake_slice->apply();

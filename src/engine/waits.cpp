@@ -58,7 +58,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     if (auto bad = check_key(keys[i].key); !bad) return std::move(bad).error();
   const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
   // Short while it sleeps and through the look after (ClientOptions::wake_slice).
-  segment::WakeSlice slice(wake_slice_ns_);
+  segment::WakeSlice slice(wake_slice_ns_, real_now());
   // Each key present sleeps on its slot's wake word, each key absent on its
   // channel (docs/coordination.md, "Channels"), both marked under the lock;
   // and on the liveness word of each bound lease's owner: a death wakes us too.
@@ -155,7 +155,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t now;
     bool more;  // events are left to scan
   };
-  segment::WakeSlice slice(wake_slice_ns_);
+  segment::WakeSlice slice(wake_slice_ns_, real_now());
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);

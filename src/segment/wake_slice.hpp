@@ -11,13 +11,17 @@
 // address space, hundreds of microseconds) while the lock stood free.
 //
 // A WakeSlice shortens the calling thread's slice at its first apply() and
-// restores what it found at restore() or when destroyed: a waiting call
-// holds one for the whole call, so that the thread, once woken, keeps the
-// short slice through its look at what woke it (a dead owner's release, say)
-// and gets its own back as the call returns. It changes nothing for a
-// thread that is not SCHED_OTHER (real-time, batch, idle, deadline) or
-// already asks for a slice as short, nor on a kernel that keeps no slice per
-// thread (found out at the first try and remembered for the process).
+// gives the thread its own back at restore() or when destroyed: a waiting
+// call holds one for the whole call, and applies it once the call has slept
+// kWakeSliceAfterNs, so that the thread, once woken, keeps the short slice
+// through its look at what woke it (a dead owner's release, say). restore()
+// undoes only what it did: a thread whose policy, nice value or slice the
+// application changed meanwhile keeps those, and a thread that had no slice
+// of its own gets "none" back. Nothing is changed for a thread that is not
+// SCHED_OTHER (real-time, batch, idle, deadline) or already asks for a
+// slice as short, nor in a process whose kernel keeps no slice per thread
+// (Linux before 6.12) or refuses the call (a seccomp or LSM policy): found
+// out at the first try and remembered for the process.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +30,18 @@ namespace zaris::segment {
 
 inline constexpr std::uint64_t kMinWakeSliceNs = 100'000;      // the kernel's bounds
 inline constexpr std::uint64_t kMaxWakeSliceNs = 100'000'000;
+// How long a waiting call sleeps with the thread's own slice before it asks
+// for the short one: longer than a turn in a queue of 64 busy lockers, shorter
+// than any lock held for work worth a failover. Each change of slice is a
+// system call (about 2.6 µs on a 2-CPU virtual machine).
+inline constexpr std::int64_t kWakeSliceAfterNs = 10'000'000;
 
 class WakeSlice {
  public:
-  // slice_ns 0: apply() does nothing.
-  explicit WakeSlice(std::uint64_t slice_ns) noexcept : slice_ns_(slice_ns) {}
+  // slice_ns 0: apply() does nothing. started_ns: when the waiting call began
+  // (CLOCK_MONOTONIC).
+  WakeSlice(std::uint64_t slice_ns, std::int64_t started_ns) noexcept
+      : slice_ns_(slice_ns), due_ns_(started_ns + kWakeSliceAfterNs) {}
   ~WakeSlice();
   WakeSlice(const WakeSlice&) = delete;
   WakeSlice& operator=(const WakeSlice&) = delete;
@@ -42,6 +53,8 @@ class WakeSlice {
   bool applied() const { return applied_; }
   // Whether apply() would try (not done yet, not off, not refused before).
   bool pending() const noexcept;
+  // When the call has slept long enough to apply() (CLOCK_MONOTONIC).
+  std::int64_t due_ns() const { return due_ns_; }
 
   // The attributes read and written (struct sched_attr, as the kernel's
   // first version of it: 48 bytes).
@@ -58,6 +71,7 @@ class WakeSlice {
 
  private:
   std::uint64_t slice_ns_;
+  std::int64_t due_ns_;
   Attr saved_{};
   bool tried_ = false;  // apply() looked since the last restore()
   bool applied_ = false;

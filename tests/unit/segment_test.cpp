@@ -260,8 +260,8 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
   BOOST_REQUIRE(created.ok());
   Layout layout;
   BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
-  constexpr std::uint32_t kUnder = 120;  // "p/000".."p/119": slots 0..119
-  constexpr std::uint32_t kOutside = 10;  // "q/000".."q/009": slots 120..129
+  constexpr std::uint32_t kUnder = 120;  // "p/000".."p/119"
+  constexpr std::uint32_t kOutside = 10;  // "q/000".."q/009"
   auto key_of = [](const char* prefix, std::uint32_t i) {
     char text[16];
     std::snprintf(text, sizeof text, "%s%03u", prefix, i);
