@@ -13,7 +13,7 @@
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
 // its sleepers are started and queued, and the kill waits until, looked at
-// 20 ms or more after that, each one's thread is blocked (state S); each
+// 5 ms or more after that, each one's thread is blocked (state S); each
 // stamps CLOCK_MONOTONIC when it has seen the death through, and does
 // nothing more (no unlock, no resign, no exit) until every sleeper of the
 // trial has stamped; the bench itself sleeps in waitpid from the kill on. With --uri etcd://..., instead:
@@ -487,13 +487,11 @@ double trial(Mechanism& m) {
     await_ready(g_shared->sleeper_ready[i], "a sleeper", sleepers.back());
   }
   m.queued();
-  // Asleep: each sleeper's thread blocked (state S) when looked at, 20 ms or
-  // more after it queued. A lock worth a failover is held longer than a
-  // turn in a busy queue: a zaris sleeper asks for its short scheduler slice
-  // once it has slept 10 ms (docs/owners.md, "The wake slice").
+  // Asleep: each sleeper's thread blocked (state S) when looked at, 5 ms or
+  // more after it queued.
   const auto asleep_by = std::chrono::steady_clock::now() + 10s;
   for (bool asleep = false; !asleep;) {
-    std::this_thread::sleep_for(20ms);
+    std::this_thread::sleep_for(5ms);
     asleep = true;
     for (pid_t s : sleepers) asleep = asleep && thread_state(s) == 'S';
     if (!asleep && std::chrono::steady_clock::now() > asleep_by)

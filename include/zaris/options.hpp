@@ -41,17 +41,6 @@ struct ClientOptions {
   // "Trust"). Set this to share a segment on purpose, e.g. with a group
   // (created with mode 0660).
   bool trust_other_writers = false;
-  // Once a waiting call of this client (a lock's waiter, an election's
-  // candidate, wait_for_change, a watcher) has slept 10 ms, its thread asks
-  // the scheduler for this slice instead of its own until the call returns
-  // (Linux 6.12 and later; SCHED_OTHER threads only; what the application
-  // changes on the thread meanwhile is kept). Woken, it then runs before
-  // tasks with longer slices queued on its CPU, such as the exit of the
-  // process whose death woke it (docs/owners.md, "The wake slice"). Zero
-  // leaves the threads' scheduling alone; otherwise 100 µs .. 100 ms (out of
-  // range is invalid_argument, for an etcd address too, whose client has no
-  // use for it).
-  std::chrono::microseconds wake_slice{100};
 };
 
 // Bytes a segment with these capacities occupies (header, lock, journal,

@@ -6,7 +6,6 @@
 
 #include "api/backend.hpp"
 #include "api/segment_backend.hpp"
-#include "segment/wake_slice.hpp"
 
 namespace zaris {
 
@@ -42,18 +41,6 @@ Result<Address> parse(std::string_view address) {
                                         "segment name or path)"};
   }
   return Address{false, address};
-}
-
-// Options out of range are refused before anything is opened or created.
-Result<void> check_options(const ClientOptions& options) {
-  const auto slice = options.wake_slice;
-  if (slice.count() != 0 &&
-      (slice < std::chrono::nanoseconds(segment::kMinWakeSliceNs) ||
-       slice > std::chrono::nanoseconds(segment::kMaxWakeSliceNs)))
-    return Error{Errc::invalid_argument,
-                 "ClientOptions::wake_slice is " + std::to_string(slice.count()) +
-                     " µs: 0 (none) or 100 µs to 100 ms"};
-  return {};
 }
 
 Error moved_from() {
@@ -103,7 +90,6 @@ Client::~Client() = default;
 
 Result<Client> Client::create(std::string_view segment, const SegmentOptions& segment_options,
                               const ClientOptions& options) {
-  if (auto valid = check_options(options); !valid) return std::move(valid).error();
   auto parsed = parse(segment);
   if (!parsed) return std::move(parsed).error();
   const Address address = *parsed;
@@ -114,7 +100,6 @@ Result<Client> Client::create(std::string_view segment, const SegmentOptions& se
 }
 
 Result<Client> Client::open(std::string_view segment, const ClientOptions& options) {
-  if (auto valid = check_options(options); !valid) return std::move(valid).error();
   auto parsed = parse(segment);
   if (!parsed) return std::move(parsed).error();
   const Address address = *parsed;
@@ -127,7 +112,6 @@ Result<Client> Client::open(std::string_view segment, const ClientOptions& optio
 Result<Client> Client::open_or_create(std::string_view segment,
                                       const SegmentOptions& segment_options,
                                       const ClientOptions& options) {
-  if (auto valid = check_options(options); !valid) return std::move(valid).error();
   auto parsed = parse(segment);
   if (!parsed) return std::move(parsed).error();
   const Address address = *parsed;

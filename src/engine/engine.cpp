@@ -26,8 +26,6 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
       lock_timeout_(segment::to_nanoseconds(options.lock_timeout)),
-      wake_slice_ns_(static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(options.wake_slice).count())),
       serial_(next_serial()),
       renewal_sink_(std::make_shared<RenewalSink>()) {
   renewal_sink_->counter = &control_->shared.renewals;

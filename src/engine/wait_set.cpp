@@ -101,27 +101,14 @@ void WaitSet::add_word(std::uint32_t* word, std::uint32_t expected) {
   kinds_[count_++] = Kind::other;
 }
 
-WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
-                             segment::WakeSlice* wake_slice) {
+WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns) {
   Woken out;
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
     out.spun = true;
     return out;
   }
-  // A call that has slept kWakeSliceAfterNs asks for the short slice
-  // (segment/wake_slice.hpp) and sleeps on; a shorter one, such as a turn
-  // in a busy queue, pays for no scheduler call.
-  if (wake_slice != nullptr && wake_slice->pending() && real_now() >= wake_slice->due_ns())
-    wake_slice->apply();
-  const std::int64_t first_until = wake_slice != nullptr && wake_slice->pending()
-                                       ? std::min(until, wake_slice->due_ns())
-                                       : until;
-  int woke = segment::futex_wait_any(words_, count_, first_until);
-  if (woke == -1 && first_until < until && real_now() >= first_until) {
-    wake_slice->apply();
-    woke = segment::futex_wait_any(words_, count_, until);  // at once if a word changed
-  }
+  const int woke = segment::futex_wait_any(words_, count_, until);
   if (woke == -2) {
     // No futex_waitv (Linux < 5.16): the first channel or key word alone;
     // deaths and the other words are seen at the next look.

@@ -21,7 +21,6 @@
 
 #include "segment/futex.hpp"
 #include "segment/layout.hpp"
-#include "segment/wake_slice.hpp"
 
 namespace zaris::engine {
 
@@ -59,11 +58,7 @@ class WaitSet {
   // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
   // hand-off, on a machine with another CPU. Without futex_waitv it sleeps on
   // the first channel alone, at most `fallback_slice_ns` at a time.
-  // `wake_slice` (may be null): applied once the thread has slept 10 ms, so
-  // that it runs soon after it is woken (segment/wake_slice.hpp); its owner,
-  // the waiting call, restores it as it returns.
-  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
-             segment::WakeSlice* wake_slice = nullptr);
+  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns);
 
  private:
   enum class Kind : std::uint8_t { channel, owner, key, other };

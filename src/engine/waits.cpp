@@ -57,8 +57,6 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   for (std::size_t i = 0; i < count; ++i)
     if (auto bad = check_key(keys[i].key); !bad) return std::move(bad).error();
   const std::int64_t give_up = segment::deadline_after(real_now(), timeout);
-  // Short while it sleeps and through the look after (ClientOptions::wake_slice).
-  segment::WakeSlice slice(wake_slice_ns_, real_now());
   // Each key present sleeps on its slot's wake word, each key absent on its
   // channel (docs/coordination.md, "Channels"), both marked under the lock;
   // and on the liveness word of each bound lease's owner: a death wakes us too.
@@ -135,7 +133,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     thread_local SpinHint hint;
     const bool spin = hint.skip == 0;
     if (!spin) --hint.skip;
-    const WaitSet::Woken woken = set.wait(until, spin, kNever, &slice);
+    const WaitSet::Woken woken = set.wait(until, spin, kNever);
     if (spin) {
       hint.backoff = woken.spun ? 0 : std::min(std::max(2 * hint.backoff, 1u), kSpinBackoffMax);
       hint.skip = hint.backoff;
@@ -155,7 +153,6 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t now;
     bool more;  // events are left to scan
   };
-  segment::WakeSlice slice(wake_slice_ns_, real_now());
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);
@@ -237,7 +234,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
-    (void)set.wait(until, /*spin=*/false, kNever, &slice);
+    (void)set.wait(until, /*spin=*/false, kNever);
   }
 }
 
