@@ -24,6 +24,12 @@ struct SegmentOptions {
   // Permission bits of the segment, applied exactly (the umask is not). Bits
   // that let the group or others write need ClientOptions::trust_other_writers.
   mode_t mode = 0600;
+  // (After `mode`, so that the braced lists of earlier versions still
+  // compile.) Bytes of the data region, which holds every key's key bytes and value
+  // bytes (docs/memory.md): a whole number of KiB, 64 KiB .. 64 GiB. Each key
+  // takes one block of a power of two bytes, at least 32, for its key, its
+  // value and 16 bytes of header.
+  std::uint64_t data_bytes = std::uint64_t{16} << 20;
 };
 
 struct ClientOptions {

@@ -171,6 +171,17 @@ std::vector<std::string> Engine::check_locked() const {
     if (st.janitor_slot != kNone && st.janitor_slot >= caps.max_processes)
       fail("janitor slot out of range");
 
+    // ---- the data region: its own invariants, and the used blocks it holds,
+    // each to be owned by one live or vacant key slot (docs/memory.md)
+    std::vector<std::uint32_t> used_blocks;
+    {
+      std::vector<std::string> region_bad;
+      store_.data().check(region_bad, &used_blocks);
+      for (std::string& what : region_bad) fail("data region: " + std::move(what));
+      std::sort(used_blocks.begin(), used_blocks.end());
+    }
+    std::vector<std::uint8_t> block_owned(used_blocks.size(), 0);
+
     // ---- keys: slots, free list, hash, skip list
     std::uint32_t used = 0;
     std::uint32_t vacant = 0;
@@ -190,6 +201,22 @@ std::vector<std::string> Engine::check_locked() const {
         fail("key slot " + n(s) + " has a length out of range");
         continue;
       }
+      const std::uint32_t block = k.data_block;
+      const auto found = std::lower_bound(used_blocks.begin(), used_blocks.end(), block);
+      if (found == used_blocks.end() || *found != block) {
+        fail("key slot " + n(s) + " names data block " + n(block) + ", not a used block");
+        continue;
+      }
+      std::uint8_t& owned = block_owned[static_cast<std::size_t>(found - used_blocks.begin())];
+      if (owned != 0) {
+        fail("data block " + n(block) + " is owned by two key slots (one is " + n(s) + ")");
+        continue;
+      }
+      owned = 1;
+      if (store_.data().length(block) != std::uint64_t{k.key_len} + k.value_len)
+        fail("key slot " + n(s) + ": its data block " + n(block) + " holds " +
+             n(store_.data().length(block)) + " bytes, not its key's and value's " +
+             n(std::uint64_t{k.key_len} + k.value_len));
       if (k.version == 0 || k.create_revision > k.mod_revision || k.mod_revision > st.revision)
         fail("key slot " + n(s) + " has inconsistent revisions");
       if (k.level < 1 || k.level > kSkipLevels) fail("key slot " + n(s) + " has a bad level");
@@ -204,6 +231,8 @@ std::vector<std::string> Engine::check_locked() const {
       Store::Probe probe = store_.find(store_.key_bytes(k));
       if (probe.slot != s) fail("key slot " + n(s) + " is not reachable through the hash index");
     }
+    for (std::size_t i = 0; i < used_blocks.size(); ++i)
+      if (block_owned[i] == 0) fail("data block " + n(used_blocks[i]) + " is owned by no key slot");
     if (used != st.key_count)
       fail("key count is " + n(st.key_count) + " but " + n(used) + " slots are used");
     if (vacant != st.vacant_count)

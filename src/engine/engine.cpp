@@ -341,6 +341,12 @@ Result<SegmentInfo> Engine::info() {
     info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
     info.capacities.max_events = layout_.caps.max_events;
     info.capacities.max_processes = layout_.caps.max_processes;
+    info.capacities.data_bytes = std::uint64_t{layout_.caps.data_kib} * 1024;
+    const segment::DataRegionUsage data = store_.data().usage();
+    info.data_bytes = data.area_bytes;
+    info.data_held_bytes = data.held_bytes;
+    info.data_used_bytes = data.used_bytes;
+    info.data_largest_free = data.largest_free_block;
     info.revision = st.revision;
     for (std::uint32_t i = 0; i < layout_.caps.max_processes; ++i)
       if (store_.process_alive(store_.process(i))) ++info.processes;

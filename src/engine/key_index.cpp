@@ -75,7 +75,41 @@ void corrupt_value(const char* what, std::uint64_t value) {
 std::string_view Store::value_bytes(const KeySlotHeader& k) const {
   const std::uint32_t len = segment::read_once(k.value_len);
   if (len > layout_->caps.max_value_bytes) abort_corrupt("value length");
-  return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, len};
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::uint8_t* bytes = data_.bytes(segment::read_once(k.data_block), key_len + len);
+  return {reinterpret_cast<const char*>(bytes) + key_len, len};
+}
+
+std::string Store::data_full_message() const {
+  const segment::DataRegionUsage u = data_.usage();
+  return "the data region is full: " + std::to_string(u.free_bytes) +
+         " bytes free, the largest block " + std::to_string(u.largest_free_block);
+}
+
+bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value) {
+  KeySlotHeader& k = key(slot);
+  if (k.used != kKeyLive && k.used != kKeyVacant) abort_corrupt("writing a free key slot");
+  const std::string_view name = key_bytes(k);  // checks the block
+  const std::uint32_t block = k.data_block;
+  const auto length = static_cast<std::uint32_t>(name.size() + value.size());
+  if (length <= data_.capacity(block)) {
+    data_.resize(tx, block, length);
+    tx.write_bytes(data_.bytes(block, length) + name.size(), value.data(), value.size());
+  } else {
+    // The new block first: a full region changes nothing. It is never the
+    // old one, which is freed after.
+    const std::uint32_t moved = data_.allocate(tx, length);
+    if (moved == kNone) return false;
+    std::uint8_t* to = data_.bytes(moved, length);
+    tx.init_bytes(to, name.data(), name.size());  // a block just taken
+    tx.init_bytes(to + name.size(), value.data(), value.size());
+    tx.set(k.data_block, moved);
+    data_.free(tx, block);
+  }
+  tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+  return true;
 }
 
 bool Store::key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const {
@@ -240,8 +274,13 @@ void Store::hash_remove(Tx& tx, std::uint64_t bucket) {
 }
 
 std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key,
-                                std::uint64_t revision) {
+                                std::string_view value, std::uint64_t revision) {
   StoreState& st = *state_;
+  if (st.key_free_head == kNone && st.key_high_water >= layout_->caps.max_keys) return kNone;
+  // The block before any write: a full region changes nothing.
+  const auto length = static_cast<std::uint32_t>(key.size() + value.size());
+  const std::uint32_t block = data_.allocate(tx, length);
+  if (block == kNone) return kNoBlock;
   std::uint32_t slot;
   if (st.key_free_head != kNone) {
     slot = st.key_free_head;
@@ -263,10 +302,13 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   tx.init(k.mod_revision, revision);
   tx.init(k.version, std::uint64_t{1});
   tx.init(k.key_len, static_cast<std::uint32_t>(key.size()));
-  tx.init(k.value_len, 0u);
+  tx.init(k.value_len, static_cast<std::uint32_t>(value.size()));
   tx.init(k.lease_prev, kNone);
   tx.init(k.lease_next, kNone);
-  tx.init_bytes(key_data(k), key.data(), key.size());
+  tx.init(k.data_block, block);
+  std::uint8_t* bytes = data_.bytes(block, length);
+  tx.init_bytes(bytes, key.data(), key.size());  // a block just taken
+  tx.init_bytes(bytes + key.size(), value.data(), value.size());
   tx.set(st.key_count, st.key_count + 1);
   ++index_changes_;
   tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
@@ -325,7 +367,10 @@ void Store::remove_key(Tx& tx, const Probe& probe) {
   skip_remove(tx, slot, name);
   if (k.lease_id != 0) lease_list_unlink(tx, slot);
   if (st.key_count == 0) abort_corrupt("key count");
+  const std::uint32_t block = k.data_block;
   tx.set(k.used, kKeyFree);
+  tx.set(k.data_block, kNone);
+  data_.free(tx, block);  // after the last read of its key
   tx.set(k.next_free, st.key_free_head);
   tx.set(st.key_free_head, slot);
   tx.set(st.key_count, st.key_count - 1);

@@ -101,15 +101,17 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   const std::uint64_t revision = take_revision(tx, write_revision);
   std::uint32_t slot = probe.slot;
   if (slot == kNone) {
-    slot = store_.insert_key(tx, probe, key, revision);
+    slot = store_.insert_key(tx, probe, key, value, revision);
     if (slot == kNone)
       return Error{Errc::no_space,
                    "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
-    KeySlotHeader& k = store_.key(slot);
-    tx.init_bytes(store_.value_data(k), value.data(), value.size());  // a slot just taken
-    tx.init(k.value_len, static_cast<std::uint32_t>(value.size()));
+    if (slot == Store::kNoBlock) return Error{Errc::no_space, store_.data_full_message()};
   } else {
     KeySlotHeader& k = store_.key(slot);
+    // The value first: a data region with no block for it changes nothing
+    // (and what the put wrote before is rolled back with the error).
+    if (!store_.write_value(tx, slot, value))
+      return Error{Errc::no_space, store_.data_full_message()};
     if (!exists) {
       // The old key was deleted (its slot kept vacant) or died with its
       // lease: this put creates it anew.
@@ -120,8 +122,6 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
       tx.set(k.version, k.version + 1);
     }
     tx.set(k.mod_revision, revision);
-    tx.write_bytes(store_.value_data(k), value.data(), value.size());
-    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
   }
   store_.set_key_lease(tx, slot, lease_id);
   tx.put_slot = slot;

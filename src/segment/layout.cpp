@@ -1,6 +1,10 @@
 #include "segment/layout.hpp"
 
+#include <algorithm>
 #include <bit>
+
+#include "segment/data_region.hpp"
+#include "zaris/txn.hpp"
 
 namespace zaris::segment {
 namespace {
@@ -18,6 +22,8 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_value_bytes > kMaxValueBytesLimit) return false;
   if (caps.max_events < kMinEvents || caps.max_events > kMaxEventsLimit) return false;
   if (caps.max_processes < 1 || caps.max_processes > kMaxProcessesLimit) return false;
+  if (caps.data_kib < kMinDataKib || caps.data_kib > kMaxDataKib) return false;
+  if (caps.event_kib != 0) return false;  // reserved for the event log
 
   Layout l;
   l.caps = caps;
@@ -25,8 +31,13 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   l.control_offset = at;
   at = round_up(at + sizeof(Control), kCacheLine);
   l.journal_offset = at;
+  // An operation's own writes, a value overwritten in place, and the data
+  // region's: each put of a transaction may free one block and allocate
+  // another, and write its key again into a block freed earlier in it.
   l.journal_capacity =
-      round_up(128 * 1024 + 2 * (std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes + 64), 64);
+      round_up(128 * 1024 + 2 * (std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes + 64) +
+                   kMaxTxnOps * (2 * DataRegion::kMaxJournalBytes + caps.max_key_bytes + 16),
+               64);
   l.intent_key_offset = at + sizeof(JournalHeader);
   l.records_offset = round_up(l.intent_key_offset + caps.max_key_bytes, kCacheLine);
   at = round_up(l.records_offset + l.journal_capacity, kCacheLine);
@@ -35,8 +46,7 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   l.heap_offset = at;
   at = round_up(at + std::uint64_t{caps.max_leases} * sizeof(HeapEntry), kCacheLine);
   l.keys_offset = at;
-  l.key_slot_bytes =
-      round_up(sizeof(KeySlotHeader) + std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes, 8);
+  l.key_slot_bytes = sizeof(KeySlotHeader);
   at = round_up(at + std::uint64_t{caps.max_keys} * l.key_slot_bytes, kCacheLine);
   l.buckets_offset = at;
   l.bucket_count = std::bit_ceil(std::uint64_t{caps.max_keys} * 2);
@@ -50,7 +60,10 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   at = round_up(l.event_slots_offset + std::uint64_t{caps.max_events} * l.event_slot_bytes,
                 kCacheLine);
   l.processes_offset = at;
-  at += std::uint64_t{caps.max_processes} * sizeof(ProcessSlot);
+  at = round_up(at + std::uint64_t{caps.max_processes} * sizeof(ProcessSlot), kCacheLine);
+  l.data_offset = at;
+  l.data_bytes = sizeof(DataRegionHeader) + std::uint64_t{caps.data_kib} * 1024;
+  at += l.data_bytes;
   l.total_bytes = at;
   l.lease_slot_bits =
       caps.max_leases <= 2 ? 1 : static_cast<std::uint32_t>(std::bit_width(caps.max_leases - 1));
@@ -64,8 +77,12 @@ AbiStamp current_abi() noexcept {
 }
 
 Capacities to_capacities(const SegmentOptions& options) noexcept {
+  // A size that is not whole KiB, or out of range, is refused by compute().
+  const std::uint64_t kib =
+      options.data_bytes % 1024 != 0 ? 0 : std::min<std::uint64_t>(options.data_bytes / 1024, ~0u);
   return Capacities{options.max_leases,      options.max_keys,   options.max_key_bytes,
-                    options.max_value_bytes, options.max_events, options.max_processes};
+                    options.max_value_bytes, options.max_events, options.max_processes,
+                    static_cast<std::uint32_t>(kib), 0};
 }
 
 }  // namespace zaris::segment

@@ -344,6 +344,16 @@ std::vector<Scenario> scenarios() {
          grant_with_keys(c, "l/", 2, 10s);
        },
        [](Client& c) { (void)c.put("new", "value", Put::with_lease(first_lease(c))); }},
+      // The key's bytes in the data region (docs/memory.md): a block taken
+      // (splitting larger ones), one moved to, one given back (merging).
+      {"put new key splitting a data block", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.put("new/key", std::string(60, 'v')); }},
+      {"put a value that grows out of its data block", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.put("m", std::string(60, 'g')); }},
+      {"put a value that fits its data block", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.put("m", "fits"); }},
+      {"delete of one key freeing its data block", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.del_prefix("z"); }},
       {"put overwrite moving lease",
        [](Client& c, auto&) {
          some_keys(c);

@@ -17,10 +17,10 @@
 #include "segment/crash_point.hpp"
 #include "support.hpp"
 
-using zaris::engine::BlockHeader;
-using zaris::engine::DataRegion;
-using zaris::engine::DataRegionHeader;
-using zaris::engine::kBlockUnit;
+using zaris::segment::BlockHeader;
+using zaris::segment::DataRegion;
+using zaris::segment::DataRegionHeader;
+using zaris::segment::kBlockUnit;
 using zaris::segment::kNone;
 using zaris::segment::Tx;
 using zaris::test::RegionImage;
@@ -53,8 +53,8 @@ std::string view(const RegionImage& image) {
     const BlockHeader& b = image.block(static_cast<std::uint32_t>(at));
     out.append(reinterpret_cast<const char*>(&b), sizeof b);
     const std::uint32_t order = b.tag & 0xffu;
-    if (order > zaris::engine::kMaxBlockOrder) return out + "<bad order>";
-    if ((b.tag & ~0xffu) == zaris::engine::kBlockUsed)
+    if (order > zaris::segment::kMaxBlockOrder) return out + "<bad order>";
+    if ((b.tag & ~0xffu) == zaris::segment::kBlockUsed)
       out.append(reinterpret_cast<const char*>(&b + 1), b.length);
     at += std::uint64_t{1} << order;
   }

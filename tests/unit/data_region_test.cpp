@@ -9,11 +9,11 @@
 #include "support.hpp"
 
 using zaris::Errc;
-using zaris::engine::BlockHeader;
-using zaris::engine::DataRegion;
-using zaris::engine::kBlockFree;
-using zaris::engine::kBlockUnit;
-using zaris::engine::kBlockUsed;
+using zaris::segment::BlockHeader;
+using zaris::segment::DataRegion;
+using zaris::segment::kBlockFree;
+using zaris::segment::kBlockUnit;
+using zaris::segment::kBlockUsed;
 using zaris::segment::kNone;
 using zaris::segment::TxAbort;
 using zaris::test::RegionImage;

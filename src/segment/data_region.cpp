@@ -1,16 +1,13 @@
 // The data region's buddy allocator (docs/memory.md, "The allocator").
-#include "engine/data_region.hpp"
+#include "segment/data_region.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "segment/read_once.hpp"
 
-namespace zaris::engine {
+namespace zaris::segment {
 
-using segment::abort_corrupt;
-using segment::kNone;
-using segment::Tx;
 
 namespace {
 
@@ -222,6 +219,27 @@ std::uint32_t DataRegion::capacity(std::uint32_t index) const {
                                     sizeof(BlockHeader));
 }
 
+std::uint8_t* DataRegion::bytes(std::uint32_t index, std::uint64_t end) const {
+  const std::uint32_t held = length(index);  // checks it is a used block
+  if (end > held) [[unlikely]]
+    abort_corrupt("data block " + n(index) + " holds " + n(held) + " bytes, not " + n(end));
+  return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
+}
+
+void DataRegion::resize(Tx& tx, std::uint32_t index, std::uint32_t length) const {
+  const std::uint32_t held = this->length(index);  // checks it is a used block
+  if (length == 0 || length > capacity(index)) [[unlikely]]
+    throw segment::TxAbort{Errc::invalid_argument, "a resize of data block " + n(index) +
+                                                       " to " + n(length) + " bytes"};
+  if (length == held) return;
+  DataRegionHeader& h = header();
+  const DataRegionTotals t = segment::read_once(h.totals);
+  if (t.held_bytes < held) [[unlikely]]
+    abort_corrupt("data region totals below a used block's");
+  tx.set(block(index).length, length);
+  tx.set(h.totals, DataRegionTotals{t.held_bytes - held + length, t.used_bytes, t.used_blocks, 0});
+}
+
 DataRegionUsage DataRegion::usage() const {
   const DataRegionHeader& h = header();
   DataRegionUsage u;
@@ -319,4 +337,4 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
     if (!f.listed) fail("free block " + n(f.index) + " of order " + n(f.order) + " is on no list");
 }
 
-}  // namespace zaris::engine
+}  // namespace zaris::segment

@@ -19,7 +19,7 @@
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 
-namespace zaris::engine {
+namespace zaris::segment {
 
 inline constexpr std::uint32_t kBlockUnit = 32;    // bytes of an order-0 block
 inline constexpr std::uint32_t kBlockOrders = 17;  // orders 0 .. 16: 32 B .. 2 MiB
@@ -114,6 +114,12 @@ class DataRegion {
   std::uint8_t* payload(std::uint32_t block) const;
   std::uint32_t length(std::uint32_t block) const;    // as allocated
   std::uint32_t capacity(std::uint32_t block) const;  // bytes the block can hold
+  // The payload of used `block`, of which the first `end` bytes are read or
+  // written; aborts unless the block is used and holds at least `end` bytes.
+  std::uint8_t* bytes(std::uint32_t block, std::uint64_t end) const;
+  // Sets the bytes used `block` holds to `length` (1 .. its capacity), in
+  // place: an overwrite that fits the block it has.
+  void resize(segment::Tx& tx, std::uint32_t block, std::uint32_t length) const;
 
   DataRegionUsage usage() const;
 
@@ -138,4 +144,4 @@ class DataRegion {
   std::uint64_t units_;  // what the layout gives: the header must say the same
 };
 
-}  // namespace zaris::engine
+}  // namespace zaris::segment
