@@ -20,7 +20,7 @@ struct RegionImage {
   // 3 MiB of blocks and 3 units more: top blocks of order 16 and 15, then a
   // tail of an order-1 and an order-0 block.
   static constexpr std::uint64_t kRegionBytes =
-      sizeof(segment::DataRegionHeader) + 3 * (1u << 20) + 3 * segment::kBlockUnit;
+      segment::DataRegion::region_bytes(3 * (1u << 20) / segment::kBlockUnit + 3);
 
   // `shared`: in a MAP_SHARED mapping, so that a forked child's writes are
   // the parent's to repair.
@@ -60,7 +60,7 @@ struct RegionImage {
   }
   // The header of block `index`.
   segment::BlockHeader& block(std::uint32_t index) const {
-    return at<segment::BlockHeader>(sizeof(segment::DataRegionHeader) +
+    return at<segment::BlockHeader>(region().blocks_offset() +
                                    std::uint64_t{index} * segment::kBlockUnit);
   }
   segment::DataRegionHeader& header() const { return at<segment::DataRegionHeader>(0); }

@@ -177,7 +177,7 @@ std::vector<std::string> Engine::check_locked() const {
     {
       std::vector<std::string> region_bad;
       store_.data().check(region_bad, &used_blocks);
-      for (std::string& what : region_bad) fail("data region: " + std::move(what));
+      for (std::string& what : region_bad) fail(std::move(what));  // "data region: ..."
       std::sort(used_blocks.begin(), used_blocks.end());
     }
     std::vector<std::uint8_t> block_owned(used_blocks.size(), 0);

@@ -48,19 +48,29 @@ constexpr std::uint64_t kLinkRecord = 16 + 8;
 constexpr std::uint64_t kHeaderRecord = 16 + sizeof(BlockHeader);
 constexpr std::uint64_t kTotalsRecord = 16 + sizeof(DataRegionTotals);
 constexpr std::uint64_t kPushRecords = 2 * kLinkRecord + kHeaderRecord;
+// Each split also sets the bit of the half it pushes, each merge clears one
+// (a bitmap word: a record the size of a link's).
+static_assert(DataRegion::kMaxJournalBytes >= 3 * kLinkRecord +
+                                                  kMaxBlockOrder * (kPushRecords + kLinkRecord) +
+                                                  kHeaderRecord + kTotalsRecord);
 static_assert(DataRegion::kMaxJournalBytes >=
-              3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + kTotalsRecord);
-static_assert(DataRegion::kMaxJournalBytes >=
-              kTotalsRecord + kLinkRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
+              kTotalsRecord + kLinkRecord + kMaxBlockOrder * 4 * kLinkRecord + kPushRecords);
+
+// The most units a region of `bytes` bytes holds with its header and bitmap.
+std::uint64_t units_in(std::uint64_t bytes) {
+  if (bytes < DataRegion::kMinRegionBytes) return 0;
+  // A unit takes 32 bytes and one bit: 8 / 257 of a byte per byte, less
+  // the bitmap's rounding to a line, which the first loop takes back.
+  std::uint64_t u = std::min((bytes - sizeof(DataRegionHeader)) / 257 * 8, kAreaUnitsLimit);
+  while (u > 0 && DataRegion::region_bytes(u) > bytes) --u;
+  while (u < kAreaUnitsLimit && DataRegion::region_bytes(u + 1) <= bytes) ++u;
+  return u;
+}
 
 }  // namespace
 
 DataRegion::DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept
-    : base_(base),
-      offset_(offset),
-      units_(bytes < kMinRegionBytes
-                 ? 0
-                 : std::min((bytes - sizeof(DataRegionHeader)) / kBlockUnit, kAreaUnitsLimit)) {}
+    : base_(base), offset_(offset), units_(units_in(bytes)) {}
 
 DataRegionHeader& DataRegion::header() const {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
@@ -73,14 +83,33 @@ DataRegionHeader& DataRegion::header() const {
 BlockHeader& DataRegion::block(std::uint32_t index) const {
   if (index >= units_) [[unlikely]]
     abort_corrupt("data block index " + n(index) + " out of range");
-  return *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+  return *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
                                          std::uint64_t{index} * kBlockUnit);
+}
+
+std::uint64_t& DataRegion::bitmap_word(std::uint32_t index) const {
+  if (index >= units_) [[unlikely]]
+    abort_corrupt("data block index " + n(index) + " out of range");
+  return *reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                           std::uint64_t{index / 64} * 8);
+}
+
+bool DataRegion::starts(std::uint32_t index) const {
+  return index < units_ && ((segment::read_once(bitmap_word(index)) >> (index % 64)) & 1) != 0;
+}
+
+void DataRegion::mark(Tx& tx, std::uint32_t index, bool start) const {
+  std::uint64_t& word = bitmap_word(index);
+  const std::uint64_t bit = std::uint64_t{1} << (index % 64);
+  const std::uint64_t was = segment::read_once(word);
+  tx.set(word, start ? was | bit : was & ~bit);
 }
 
 BlockHeader& DataRegion::free_block(std::uint32_t index, std::uint32_t order,
                                     const char* via) const {
   BlockHeader& b = block(index);
-  if (segment::read_once(b.tag) != (kBlockFree | order) || index % (1u << order) != 0 ||
+  if (!starts(index) || segment::read_once(b.tag) != (kBlockFree | order) ||
+      index % (1u << order) != 0 ||
       std::uint64_t{index} + (1u << order) > units_) [[unlikely]]
     abort_corrupt(std::string(via) + " names data block " + n(index) +
                   ", not a free block of order " + n(order));
@@ -92,6 +121,7 @@ bool DataRegion::format() const noexcept {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
   std::memset(&h, 0, sizeof h);
   h.area_units = units_;
+  std::memset(base_ + offset_ + sizeof(DataRegionHeader), 0, bitmap_bytes(units_));
   std::fill(std::begin(h.free_head), std::end(h.free_head), kNone);
   // Greedily the largest aligned block that fits; each pushed at the tail of
   // its list, so the lists run in address order.
@@ -102,13 +132,14 @@ bool DataRegion::format() const noexcept {
     while (at % (std::uint64_t{1} << order) != 0 || at + (std::uint64_t{1} << order) > units_)
       --order;
     const auto index = static_cast<std::uint32_t>(at);
-    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
-                                              at * kBlockUnit);
+    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() + at * kBlockUnit);
     b = BlockHeader{kBlockFree | order, 0, kNone, tail[order]};
+    reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader))[at / 64] |=
+        std::uint64_t{1} << (at % 64);
     if (tail[order] == kNone) {
       h.free_head[order] = index;
     } else {
-      reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+      reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
                                      std::uint64_t{tail[order]} * kBlockUnit)
           ->next = index;
     }
@@ -160,6 +191,7 @@ std::uint32_t DataRegion::allocate(Tx& tx, std::uint32_t length) const {
   unlink(tx, order, index);
   while (order > want) {
     --order;
+    mark(tx, index + (1u << order), true);
     push(tx, order, index + (1u << order));
   }
   tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
@@ -173,7 +205,7 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   DataRegionHeader& h = header();
   const BlockHeader b = segment::read_once(block(index));
   std::uint32_t order = order_of(b.tag);
-  if (!is_used(b.tag) || order > kMaxBlockOrder || index % (1u << order) != 0 ||
+  if (!starts(index) || !is_used(b.tag) || order > kMaxBlockOrder || index % (1u << order) != 0 ||
       std::uint64_t{index} + (1u << order) > units_ || b.length == 0 ||
       b.length > block_bytes(order) - sizeof(BlockHeader)) [[unlikely]]
     abort_corrupt("data block " + n(index) + " is not a used block");
@@ -190,8 +222,9 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   while (order < kMaxBlockOrder) {
     const std::uint32_t buddy = index ^ (1u << order);
     if (std::uint64_t{buddy} + (1u << order) > units_) break;
-    if (segment::read_once(block(buddy).tag) != (kBlockFree | order)) break;
+    if (!starts(buddy) || segment::read_once(block(buddy).tag) != (kBlockFree | order)) break;
     unlink(tx, order, buddy);
+    mark(tx, std::max(index, buddy), false);  // no block starts there any more
     index = std::min(index, buddy);
     ++order;
   }
@@ -206,7 +239,7 @@ std::uint8_t* DataRegion::payload(std::uint32_t index) const {
 
 std::uint32_t DataRegion::length(std::uint32_t index) const {
   const BlockHeader b = segment::read_once(block(index));
-  if (!is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
+  if (!starts(index) || !is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
       b.length > block_bytes(order_of(b.tag)) - sizeof(BlockHeader) ||
       std::uint64_t{index} + (1u << order_of(b.tag)) > units_) [[unlikely]]
     abort_corrupt("data block " + n(index) + " is not a used block");
@@ -276,8 +309,10 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
   std::uint64_t held = 0;
   std::uint64_t used_bytes = 0;
   std::uint64_t used_blocks = 0;
+  std::vector<std::uint64_t> starts_found(bitmap_bytes(units_) / 8, 0);
   for (std::uint64_t at = 0; at < units_;) {
     const BlockHeader b = segment::read_once(block(static_cast<std::uint32_t>(at)));
+    starts_found[at / 64] |= std::uint64_t{1} << (at % 64);
     const std::uint32_t order = order_of(b.tag);
     if ((!is_free(b.tag) && !is_used(b.tag)) || order > kMaxBlockOrder)
       return fail("no block starts at unit " + n(at) + " (tag " + n(b.tag) + ")");
@@ -295,6 +330,15 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
       free_blocks.push_back(Free{static_cast<std::uint32_t>(at), order, false});
     }
     at += std::uint64_t{1} << order;
+  }
+  // The bitmap marks the block starts the walk found, and nothing else.
+  const auto* bitmap =
+      reinterpret_cast<const std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader));
+  for (std::size_t w = 0; w < starts_found.size(); ++w) {
+    const std::uint64_t word = segment::read_once(bitmap[w]);
+    if (word != starts_found[w])
+      fail("the bitmap of block starts disagrees with the blocks at units " + n(w * 64) + " .. " +
+           n(w * 64 + 63));
   }
   const DataRegionTotals& t = h.totals;
   if (held != t.held_bytes || used_bytes != t.used_bytes || used_blocks != t.used_blocks ||

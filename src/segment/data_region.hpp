@@ -2,9 +2,9 @@
 // written through the journal (docs/memory.md). A DataRegion is a view: it
 // owns nothing but pointers into the mapping, and follows no word it reads
 // there unchecked: each index is bounds-checked and each block's tag verified
-// before it is followed or written; a mismatch aborts the transaction
-// (TxAbort). A tag forged inside a used block's payload is not yet told from
-// a block start (docs/memory.md, "What the checker verifies").
+// before it is followed or written, and it must be a block start in the
+// region's bitmap (so that a tag forged inside a used block's payload is
+// never taken for a block); a mismatch aborts the transaction (TxAbort).
 //
 // REQUIRES for every mutating member: the segment lock is held and `tx` is the
 // transaction in progress.
@@ -90,7 +90,17 @@ class DataRegion {
   static constexpr std::uint32_t kMaxLength = (kBlockUnit << kMaxBlockOrder) - sizeof(BlockHeader);
   // The fewest bytes a region may have: its header and one top-order block
   // need not fit, but one order-0 block must.
-  static constexpr std::uint64_t kMinRegionBytes = sizeof(DataRegionHeader) + kBlockUnit;
+  static constexpr std::uint64_t kMinRegionBytes = sizeof(DataRegionHeader) + 64 + kBlockUnit;
+
+  // The bitmap of block starts, one bit per unit, in whole 64-byte lines:
+  // it follows the header, and the blocks follow it.
+  static constexpr std::uint64_t bitmap_bytes(std::uint64_t units) {
+    return (units + 511) / 512 * 64;
+  }
+  // The bytes of a region of `units` units of blocks.
+  static constexpr std::uint64_t region_bytes(std::uint64_t units) {
+    return sizeof(DataRegionHeader) + bitmap_bytes(units) + units * kBlockUnit;
+  }
 
   // The region of `bytes` bytes at `offset` from the segment's `base`.
   // REQUIRES: offset is a multiple of 64, and the region lies in the part of
@@ -129,6 +139,10 @@ class DataRegion {
   void check(std::vector<std::string>& bad, std::vector<std::uint32_t>* used = nullptr) const;
 
   std::uint64_t area_units() const noexcept { return units_; }
+  // Offset of the first block from the region's start.
+  std::uint64_t blocks_offset() const noexcept {
+    return sizeof(DataRegionHeader) + bitmap_bytes(units_);
+  }
 
  private:
   DataRegionHeader& header() const;
@@ -137,6 +151,10 @@ class DataRegion {
   // unless it is tagged so, aligned and within the area.
   BlockHeader& free_block(std::uint32_t index, std::uint32_t order, const char* via) const;
   void push(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
+  // The bitmap word that holds `index`'s bit, and whether a block starts there.
+  std::uint64_t& bitmap_word(std::uint32_t index) const;
+  bool starts(std::uint32_t index) const;
+  void mark(segment::Tx& tx, std::uint32_t index, bool start) const;
   void unlink(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
 
   std::uint8_t* base_;

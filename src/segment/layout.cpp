@@ -62,7 +62,7 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   l.processes_offset = at;
   at = round_up(at + std::uint64_t{caps.max_processes} * sizeof(ProcessSlot), kCacheLine);
   l.data_offset = at;
-  l.data_bytes = sizeof(DataRegionHeader) + std::uint64_t{caps.data_kib} * 1024;
+  l.data_bytes = DataRegion::region_bytes(std::uint64_t{caps.data_kib} * 1024 / kBlockUnit);
   at += l.data_bytes;
   l.total_bytes = at;
   l.lease_slot_bits =

@@ -411,7 +411,7 @@ struct Layout {
   std::uint64_t event_slot_bytes = 0;
   std::uint64_t processes_offset = 0;  // ProcessSlot[max_processes]
   std::uint64_t data_offset = 0;       // DataRegionHeader, then the blocks
-  std::uint64_t data_bytes = 0;        // the region's: its header and data_kib KiB of blocks
+  std::uint64_t data_bytes = 0;        // the region's: header, bitmap, data_kib KiB of blocks
   std::uint64_t total_bytes = 0;
   std::uint32_t lease_slot_bits = 0;
 

@@ -47,8 +47,9 @@ struct Scenario {
 // meets with its header and, if used, what it holds. (The bytes of free
 // blocks beyond their headers are read by nobody.)
 std::string view(const RegionImage& image) {
-  std::string out(reinterpret_cast<const char*>(&image.header()), sizeof(DataRegionHeader));
   const DataRegion region = image.region();
+  // The header and the bitmap of block starts.
+  std::string out(reinterpret_cast<const char*>(&image.header()), region.blocks_offset());
   for (std::uint64_t at = 0; at < region.area_units();) {
     const BlockHeader& b = image.block(static_cast<std::uint32_t>(at));
     out.append(reinterpret_cast<const char*>(&b), sizeof b);

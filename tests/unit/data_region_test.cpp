@@ -2,6 +2,7 @@
 // space; a full region refuses and changes nothing; every word it reads from
 // shared memory is checked, and check() finds what is wrong.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -251,6 +252,51 @@ BOOST_AUTO_TEST_CASE(freeing_what_is_not_a_used_block_is_refused) {
   BOOST_CHECK_EXCEPTION((void)region.payload(b), TxAbort, corrupt);
   tx.rollback();
   BOOST_TEST(image.problems().empty());
+}
+
+// A used block's owner writes its payload as it likes: a block header forged
+// there is no block start, by the bitmap, and is never followed.
+BOOST_AUTO_TEST_CASE(a_tag_forged_in_a_payload_is_not_a_block) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 200);  // order 3: eight units
+  tx.commit();
+  // Headers of a used and a free order-0 block, at units 1 and 2 of b.
+  const BlockHeader used{kBlockUsed | 0, 8, kNone, kNone};
+  const BlockHeader free{kBlockFree | 0, 0, kNone, kNone};
+  std::memcpy(region.payload(b) + kBlockUnit - sizeof(BlockHeader), &used, sizeof used);
+  std::memcpy(region.payload(b) + 2 * kBlockUnit - sizeof(BlockHeader), &free, sizeof free);
+  BOOST_REQUIRE(image.block(b + 1).tag == (kBlockUsed | 0));
+  const auto before = image.snapshot();
+  BOOST_CHECK_EXCEPTION(region.free(tx, b + 1), TxAbort, corrupt);
+  tx.rollback();
+  BOOST_CHECK_EXCEPTION((void)region.payload(b + 1), TxAbort, corrupt);
+  BOOST_CHECK_EXCEPTION((void)region.bytes(b + 1, 1), TxAbort, corrupt);
+  BOOST_TEST((image.snapshot() == before));
+  // A list head pointed at the forged free block: refused as it is followed.
+  image.header().free_head[0] = b + 2;
+  BOOST_CHECK_EXCEPTION((void)region.allocate(tx, 1), TxAbort, corrupt);
+  tx.rollback();
+  BOOST_TEST(!image.problems().empty());
+}
+
+// check() compares the bitmap with the blocks it walks.
+BOOST_AUTO_TEST_CASE(a_bitmap_that_disagrees_with_the_blocks_is_reported) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 200);
+  tx.commit();
+  BOOST_REQUIRE(image.problems().empty());
+  auto& word = image.at<std::uint64_t>(sizeof(zaris::segment::DataRegionHeader) + (b + 1) / 64 * 8);
+  word ^= std::uint64_t{1} << ((b + 1) % 64);  // a start inside b
+  BOOST_TEST(!image.problems().empty());
+  word ^= std::uint64_t{1} << ((b + 1) % 64);
+  word ^= std::uint64_t{1} << (b % 64);  // b's own start gone
+  BOOST_TEST(!image.problems().empty());
+  BOOST_CHECK_EXCEPTION(region.free(tx, b), TxAbort, corrupt);
+  tx.rollback();
 }
 
 BOOST_AUTO_TEST_CASE(a_block_merged_into_its_lower_buddy_cannot_be_freed_again) {
