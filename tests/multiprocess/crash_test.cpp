@@ -700,6 +700,16 @@ std::vector<Scenario> slot_reuse_scenarios() {
                      .then(TxnOp::put("m", "overwritten")),
                  [](auto& r) { return r && r->succeeded && r->results[0].deleted == 5; });
        }},
+      // The freed blocks of p/ merge, and m's grown value moves into one:
+      // written through records, as its old owner comes back on a rollback.
+      {"txn prefix delete, then a value that grows into a data block it freed", txn_keys,
+       [](Client& c) {
+         run_txn(c,
+                 Txn()
+                     .then(TxnOp::del_prefix("p/"))
+                     .then(TxnOp::put("m", std::string(40, 'g'))),
+                 [](auto& r) { return r && r->succeeded && r->results[0].deleted == 5; });
+       }},
   };
 }
 
@@ -801,13 +811,17 @@ BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_transaction_deat
 // records, as fresh, even when a prefix delete of the same transaction freed
 // it; undoing the transaction then leaves the deleted key's slot holding the
 // new key's name, revisions and skip-list links.
-// These two are short: each share runs them whole.
+// These are short: each share runs them whole.
 BOOST_AUTO_TEST_CASE(a_transaction_undone_gives_back_the_slots_its_prefix_delete_freed) {
   sweep_operations({slot_reuse_scenarios()[0]}, Share{});
 }
 
 BOOST_AUTO_TEST_CASE(every_step_of_a_transaction_that_frees_and_takes_a_slot) {
   sweep_operations({slot_reuse_scenarios()[1]}, Share{});
+}
+
+BOOST_AUTO_TEST_CASE(every_step_of_a_transaction_that_frees_a_data_block_and_moves_a_value_in) {
+  sweep_operations({slot_reuse_scenarios()[2]}, Share{});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
