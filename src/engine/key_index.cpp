@@ -100,7 +100,7 @@ bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value) {
   } else {
     // The new block first: a full region changes nothing. It is never the
     // old one, which is freed after.
-    const std::uint32_t moved = data_.allocate(tx, length);
+    const std::uint32_t moved = allocate_evicting(tx, length, slot);
     if (moved == kNone) return false;
     std::uint8_t* to = data_.bytes(moved, length);
     tx.init_bytes(to, name.data(), name.size());  // a block just taken
@@ -277,10 +277,14 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
                                 std::string_view value, std::uint64_t revision) {
   StoreState& st = *state_;
   if (st.key_free_head == kNone && st.key_high_water >= layout_->caps.max_keys) return kNone;
-  // The block before any write: a full region changes nothing.
+  // The block before any write: a full region changes nothing. (Vacant keys
+  // it removed to make room are part of this transaction, undone with it.)
   const auto length = static_cast<std::uint32_t>(key.size() + value.size());
-  const std::uint32_t block = data_.allocate(tx, length);
+  const std::uint64_t changes = index_changes_;
+  const std::uint32_t block = allocate_evicting(tx, length, kNone);
   if (block == kNone) return kNoBlock;
+  Probe moved;
+  const Probe& at = changes == index_changes_ ? probe : (moved = find(key));
   std::uint32_t slot;
   if (st.key_free_head != kNone) {
     slot = st.key_free_head;
@@ -311,8 +315,8 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   tx.init_bytes(bytes + key.size(), value.data(), value.size());
   tx.set(st.key_count, st.key_count + 1);
   ++index_changes_;
-  tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
-  skip_insert(tx, slot, key, probe.hash32);
+  tx.set(buckets_[at.bucket], std::uint64_t{at.hash32} << 32 | (std::uint64_t{slot} + 1));
+  skip_insert(tx, slot, key, at.hash32);
   return slot;
 }
 
@@ -414,6 +418,10 @@ void Store::vacate_key(Tx& tx, std::uint32_t slot) {
   if (k.used != kKeyLive) abort_corrupt("vacating a key that is not live");
   if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
   if (st.vacant_count == segment::kMaxVacantKeys) remove_oldest_vacant(tx);
+  // Its block keeps the key alone: what the value held goes back.
+  const std::uint32_t key_len = static_cast<std::uint32_t>(key_bytes(k).size());  // checks it
+  data_.resize(tx, k.data_block, key_len);
+  tx.set(k.value_len, std::uint32_t{0});
   tx.set(k.used, kKeyVacant);  // it stays on its lease's list: it goes when the lease ends
   if (st.vacant_head == kNone) {
     tx.set(k.next_free, slot);
@@ -447,6 +455,24 @@ bool Store::evict_vacant_for_insert(Tx& tx) {
 
 void Store::remove_oldest_vacant(Tx& tx) {
   remove_key(tx, vacant_key(state_->vacant_head).vacant_prev);  // checks it is vacant
+}
+
+std::uint32_t Store::allocate_evicting(Tx& tx, std::uint32_t length, std::uint32_t keep) {
+  for (std::uint32_t tries = 0; tries <= segment::kMaxVacantKeys; ++tries) {
+    const std::uint32_t block = data_.allocate(tx, length);
+    if (block != kNone) return block;
+    // Full: the oldest vacant key other than `keep` goes, and its block
+    // with it; at most kMaxVacantKeys tries.
+    const StoreState& st = *state_;
+    if (st.vacant_head == kNone) return kNone;
+    std::uint32_t oldest = vacant_key(st.vacant_head).vacant_prev;
+    if (oldest == keep) {
+      if (st.vacant_count < 2) return kNone;
+      oldest = vacant_key(oldest).vacant_prev;  // the next newer
+    }
+    remove_key(tx, oldest);
+  }
+  abort_corrupt("vacant key list longer than its bound");
 }
 
 }  // namespace zaris::engine

@@ -76,27 +76,22 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
     return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
                                               ", not " + std::to_string(*options.if_mod_revision)};
-  if (probe.slot == kNone && tx.empty() && store_.evict_vacant_for_insert(tx)) {
-    // No slot was free: the oldest vacant one was freed, to be written below
-    // as a fresh slot without undo records, so its removal must not be undone.
-    // Readers never saw it. (With other writes in this transaction there is
-    // no such commit, and no eviction: a full table is full.)
-    tx.commit();
+  if (probe.slot == kNone && store_.evict_vacant_for_insert(tx)) {
+    // No slot was free: the oldest vacant one goes, in this transaction (a
+    // put that fails after brings it back). Readers never saw it.
     probe = store_.find(key);
   }
-  StoreState& st = store_.state();
-  if (probe.slot != kNone && !exists && !vacant) {
-    // The key died with its lease and was not reaped yet: its DELETE comes
-    // first, in a revision of its own.
-    // (In a transaction that wrote already, it shares the transaction's.)
-    const KeySlotHeader& old = store_.key(probe.slot);
-    std::uint64_t at = write_revision.value;
-    if (at == 0) {
-      tx.set(st.revision, st.revision + 1);
-      at = st.revision;
-    }
-    emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
-         old, at);
+  // The key died with its lease and was not reaped yet: its DELETE comes
+  // first, in a revision of its own (in a transaction that wrote already, it
+  // shares the transaction's). It is emitted once the value has its block:
+  // the event log gives up its oldest event for it, which no rollback brings
+  // back, so nothing that can still fail comes after it.
+  const bool died = probe.slot != kNone && !exists && !vacant;
+  std::uint64_t delete_at = write_revision.value;
+  if (died && delete_at == 0) {
+    StoreState& st = store_.state();
+    tx.set(st.revision, st.revision + 1);
+    delete_at = st.revision;
   }
   const std::uint64_t revision = take_revision(tx, write_revision);
   std::uint32_t slot = probe.slot;
@@ -112,6 +107,9 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
     // (and what the put wrote before is rolled back with the error).
     if (!store_.write_value(tx, slot, value))
       return Error{Errc::no_space, store_.data_full_message()};
+    if (died)
+      emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(k.lease_id))),
+           k, delete_at);
     if (!exists) {
       // The old key was deleted (its slot kept vacant) or died with its
       // lease: this put creates it anew.

@@ -300,6 +300,11 @@ class Store {
   KeySlotHeader& vacant_key(std::uint32_t slot) const;  // aborts unless it is vacant
   void vacant_unlink(Tx& tx, std::uint32_t slot);
   void remove_oldest_vacant(Tx& tx);
+  // A data block of `length` bytes; when the region is full, vacant keys
+  // (oldest first, never `keep`) are removed until one is free or none is
+  // left (kNone: full). Any Probe taken before is stale if index_changes()
+  // moved.
+  std::uint32_t allocate_evicting(Tx& tx, std::uint32_t length, std::uint32_t keep);
   void heap_sift_up(Tx& tx, std::uint32_t pos);
   void heap_sift_down(Tx& tx, std::uint32_t pos);
   void heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry);

@@ -55,6 +55,10 @@ static_assert(DataRegion::kMaxJournalBytes >= 3 * kLinkRecord +
                                                   kHeaderRecord + kTotalsRecord);
 static_assert(DataRegion::kMaxJournalBytes >=
               kTotalsRecord + kLinkRecord + kMaxBlockOrder * 4 * kLinkRecord + kPushRecords);
+// A resize that gives back the upper halves: a bit and a push each, then
+// the header and the totals.
+static_assert(DataRegion::kMaxJournalBytes >=
+              kMaxBlockOrder * (kLinkRecord + kPushRecords) + kHeaderRecord + kTotalsRecord);
 
 // The most units a region of `bytes` bytes holds with its header and bitmap.
 std::uint64_t units_in(std::uint64_t bytes) {
@@ -241,6 +245,7 @@ std::uint32_t DataRegion::length(std::uint32_t index) const {
   const BlockHeader b = segment::read_once(block(index));
   if (!starts(index) || !is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
       b.length > block_bytes(order_of(b.tag)) - sizeof(BlockHeader) ||
+      index % (1u << order_of(b.tag)) != 0 ||
       std::uint64_t{index} + (1u << order_of(b.tag)) > units_) [[unlikely]]
     abort_corrupt("data block " + n(index) + " is not a used block");
   return b.length;
@@ -264,13 +269,28 @@ void DataRegion::resize(Tx& tx, std::uint32_t index, std::uint32_t length) const
   if (length == 0 || length > capacity(index)) [[unlikely]]
     throw segment::TxAbort{Errc::invalid_argument, "a resize of data block " + n(index) +
                                                        " to " + n(length) + " bytes"};
-  if (length == held) return;
+  const std::uint32_t order = order_of(segment::read_once(block(index).tag));
+  const std::uint32_t want = order_for(length);
+  if (length == held && want == order) return;
   DataRegionHeader& h = header();
   const DataRegionTotals t = segment::read_once(h.totals);
-  if (t.held_bytes < held) [[unlikely]]
+  if (t.held_bytes < held || t.used_bytes < block_bytes(order)) [[unlikely]]
     abort_corrupt("data region totals below a used block's");
-  tx.set(block(index).length, length);
-  tx.set(h.totals, DataRegionTotals{t.held_bytes - held + length, t.used_bytes, t.used_blocks, 0});
+  // The upper halves the bytes no longer need go back, from the largest
+  // down. Each one's buddy is the lower half, still in use: none merges.
+  for (std::uint32_t o = order; o-- > want;) {
+    mark(tx, index + (1u << o), true);
+    push(tx, o, index + (1u << o));
+  }
+  tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
+  tx.set(h.totals, DataRegionTotals{t.held_bytes - held + length,
+                                    t.used_bytes - block_bytes(order) + block_bytes(want),
+                                    t.used_blocks, 0});
+}
+
+bool DataRegion::fits(std::uint64_t units, std::uint64_t length) noexcept {
+  if (length > kMaxLength) return false;
+  return (std::uint64_t{1} << order_for(static_cast<std::uint32_t>(length))) <= units;
 }
 
 DataRegionUsage DataRegion::usage() const {

@@ -128,8 +128,14 @@ class DataRegion {
   // written; aborts unless the block is used and holds at least `end` bytes.
   std::uint8_t* bytes(std::uint32_t block, std::uint64_t end) const;
   // Sets the bytes used `block` holds to `length` (1 .. its capacity), in
-  // place: an overwrite that fits the block it has.
+  // place: an overwrite that fits the block it has. The block keeps its
+  // first bytes and gives back the upper halves `length` does not need, so
+  // that a block is never more than twice what it holds (a value that
+  // shrinks and grows again across a power of two moves each time it grows).
   void resize(segment::Tx& tx, std::uint32_t block, std::uint32_t length) const;
+  // Whether a region of `units` units has a block that holds `length` bytes
+  // when it is empty.
+  static bool fits(std::uint64_t units, std::uint64_t length) noexcept;
 
   DataRegionUsage usage() const;
 

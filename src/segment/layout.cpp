@@ -24,6 +24,10 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_processes < 1 || caps.max_processes > kMaxProcessesLimit) return false;
   if (caps.data_kib < kMinDataKib || caps.data_kib > kMaxDataKib) return false;
   if (caps.event_kib != 0) return false;  // reserved for the event log
+  // The largest key with the largest value fits an empty region.
+  if (!DataRegion::fits(std::uint64_t{caps.data_kib} * 1024 / kBlockUnit,
+                        std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes))
+    return false;
 
   Layout l;
   l.caps = caps;

@@ -343,7 +343,7 @@ struct KeySlotHeader {
   // Bumped by the holder at every change of the slot (docs/coordination.md).
   std::atomic<std::uint32_t> wake;
   // Live or vacant: the data block holding the key's bytes then its value's.
-  // Free: kNone.
+  // Free: read by nobody (kNone once freed, 0 in a slot never used).
   std::uint32_t data_block;
   std::uint32_t reserved;
 };

@@ -607,7 +607,9 @@ std::vector<Scenario> txn_scenarios() {
        },
        false, true},
       // One free key slot: an overwrite, a delete (its slot kept vacant, not
-      // free), a new key in the last slot, then a new key that finds none.
+      // free), a new key in the last slot, a new key that takes the vacant
+      // slot (the deleted key's, removed for it), then a new key that finds
+      // none.
       {"txn undone by a full key table",
        [](Client& c, auto&) {
          some_keys(c);
@@ -622,7 +624,8 @@ std::vector<Scenario> txn_scenarios() {
                      .then(TxnOp::put("m", "overwritten"))
                      .then(TxnOp::del("z"))
                      .then(TxnOp::put("new1", "x"))
-                     .then(TxnOp::put("new2", "x")),
+                     .then(TxnOp::put("new2", "x"))
+                     .then(TxnOp::put("new3", "x")),
                  [](auto& r) { return !r && r.code() == Errc::no_space; });
        },
        false, true},

@@ -222,6 +222,17 @@ std::vector<Scenario> scenarios() {
          write(region, tx, grown, 'n');
          region.free(tx, row[0]);
        }},
+      {"a block shrunk 16 orders in place, its upper halves given back",
+       [](const DataRegion& region, Tx& tx) {
+         Blocks b = only_the_top_block_free(region, tx);
+         b.push_back(region.allocate(tx, DataRegion::kMaxLength));
+         write(region, tx, b.back(), 'o');
+         return b;
+       },
+       [](const DataRegion& region, Tx& tx, const Blocks& b) {
+         region.resize(tx, b.back(), 1);
+         tx.write_bytes(region.payload(b.back()), "n", 1);
+       }},
       {"a block freed and taken again in one transaction",
        [](const DataRegion& region, Tx& tx) {
          Blocks b = a_list_of_holes(region, tx);

@@ -217,6 +217,51 @@ BOOST_AUTO_TEST_CASE(a_rollback_restores_the_region_byte_for_byte) {
   BOOST_TEST(image.problems().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_block_that_shrinks_gives_back_its_upper_halves) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 1u << 20);  // a 2 MiB block
+  BOOST_REQUIRE(b != kNone);
+  tx.commit();
+  const auto free_before = region.usage().free_bytes;
+  const auto before = image.snapshot();
+  // 100 bytes and its header: a 128-byte block; the 2 MiB less 128 go back,
+  // one block of each order from 2 to 15.
+  region.resize(tx, b, 100);
+  BOOST_TEST(region.length(b) == 100u);
+  BOOST_TEST(region.capacity(b) == 112u);
+  BOOST_TEST(region.usage().used_bytes == 128u);
+  BOOST_TEST(region.usage().held_bytes == 100u);
+  BOOST_TEST(region.usage().free_bytes == free_before + (2u << 20) - 128);
+  for (std::uint32_t order = 2; order < 16; ++order)
+    BOOST_TEST(image.header().free_head[order] != kNone, "no free block of order " << order);
+  BOOST_TEST(image.problems().empty());
+  // Within its order, in place: nothing given back.
+  region.resize(tx, b, 112);
+  BOOST_TEST(region.usage().used_bytes == 128u);
+  BOOST_TEST(image.problems().empty());
+  // Undone, the 2 MiB block is back byte for byte.
+  tx.rollback();
+  BOOST_TEST((image.snapshot() == before));
+  // Freed after a shrink, everything merges again.
+  region.resize(tx, b, 1);
+  region.free(tx, b);
+  tx.commit();
+  BOOST_TEST(region.usage().free_bytes == region.usage().area_bytes);
+  BOOST_TEST(region.usage().largest_free_block == 2u << 20);
+  BOOST_TEST(image.problems().empty());
+  // Beyond its capacity, or to nothing: refused before any write.
+  const std::uint32_t c = region.allocate(tx, 40);
+  tx.commit();
+  for (std::uint32_t length : {0u, region.capacity(c) + 1}) {
+    BOOST_CHECK_EXCEPTION(region.resize(tx, c, length), TxAbort, [](const TxAbort& abort) {
+      return abort.code == Errc::invalid_argument;
+    });
+    BOOST_TEST(tx.empty());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_length_out_of_range_is_refused_before_any_write) {
   RegionImage image;
   DataRegion region = image.region();

@@ -1,5 +1,6 @@
 // Keys' bytes in the data region (docs/memory.md): blocks taken, given back,
 // reused and moved as values change size; a full region refused cleanly.
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -70,11 +71,15 @@ BOOST_FIXTURE_TEST_CASE(values_of_mixed_sizes_allocate_free_and_reuse_space, Seg
   for (int i = 0; i < 200; ++i)
     BOOST_REQUIRE(client->put("n" + std::to_string(i), value_of(64 - i % 40, 'z')).ok());
   require_consistent();
-  // A deleted key keeps its block while its slot is vacant, and a put of it
-  // again writes in place.
+  // A deleted key gives its value's space back at once: while its slot is
+  // kept vacant its block holds the key alone ("n3" and 61 bytes took 128;
+  // "n3" alone takes 32). A put of it again writes it anew.
   const std::uint64_t used = client->info()->data_used_bytes;
+  const std::uint64_t held_now = client->info()->data_held_bytes;
   BOOST_REQUIRE(client->del("n3").ok());
-  BOOST_TEST(client->info()->data_used_bytes == used);
+  BOOST_TEST(client->info()->data_used_bytes == used - 128 + 32);
+  BOOST_TEST(client->info()->data_held_bytes == held_now - 61);
+  require_consistent();
   BOOST_REQUIRE(client->put("n3", "x").ok());
   BOOST_TEST((*client->get("n3"))->value == "x");
   require_consistent();
@@ -96,9 +101,10 @@ BOOST_FIXTURE_TEST_CASE(a_value_that_grows_moves_to_a_new_block, SegmentFixture)
   BOOST_REQUIRE(got->has_value());
   BOOST_TEST((*got)->value == value_of(40, 'c'));
   BOOST_TEST((*got)->version == 3u);
-  // Shrinking writes in place: the block stays.
+  // Shrinking writes in place and gives back the upper half it no longer
+  // needs.
   BOOST_REQUIRE(client->put("m", "s").ok());
-  BOOST_TEST(client->info()->data_used_bytes == 64u);
+  BOOST_TEST(client->info()->data_used_bytes == 32u);
   BOOST_TEST(client->info()->data_held_bytes == 2u);
   BOOST_TEST((*client->get("m"))->value == "s");
   require_consistent();
@@ -144,6 +150,157 @@ BOOST_FIXTURE_TEST_CASE(a_full_data_region_refuses_and_changes_nothing, TightFix
   require_consistent();
 }
 
+// Deleted keys keep their slots vacant (up to 64) for a later put of the same
+// key; in a full region they give way, oldest first, to what needs the space.
+BOOST_FIXTURE_TEST_CASE(deleted_keys_give_their_space_to_a_full_region, TightFixture) {
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE(client->put("big/" + std::to_string(i), value_of(16000, 'a' + i)).ok());
+  for (int i = 0; i < 4; ++i) BOOST_REQUIRE(client->del("big/" + std::to_string(i))->deleted == 1u);
+  auto info = client->info();
+  BOOST_TEST(info->keys_used == 0u);
+  BOOST_TEST(info->data_used_bytes == 4u * 32);  // each key alone, in each 16 KiB quarter
+  BOOST_TEST(info->data_largest_free == 8u << 10);
+  require_consistent();
+  // A 16 KiB block: the oldest vacant key goes.
+  BOOST_REQUIRE(client->put("one", value_of(16000, 'o')).ok());
+  // A 32 KiB block: two more go.
+  BOOST_REQUIRE(client->put("two", value_of(16384, 't')).ok());
+  BOOST_TEST((*client->get("one"))->value == value_of(16000, 'o'));
+  BOOST_TEST((*client->get("two"))->value == value_of(16384, 't'));
+  require_consistent();
+  // The one vacant key left is still a put away.
+  BOOST_REQUIRE(client->put("big/3", "back").ok());
+  BOOST_TEST((*client->get("big/3"))->version == 1u);
+  require_consistent();
+}
+
+namespace {
+
+// The tight segment with a table of four keys.
+struct FourKeysFixture : SegmentFixture {
+  FourKeysFixture() : SegmentFixture(four_keys(), "data4") {}
+  static SegmentOptions four_keys() {
+    SegmentOptions options = tight_segment();
+    options.max_keys = 4;
+    return options;
+  }
+};
+
+}  // namespace
+
+// A put on a full key table takes the slot of the oldest vacant key; if the
+// data region then has no block for it, the vacant key is back as it was.
+BOOST_FIXTURE_TEST_CASE(a_refused_put_on_a_full_table_keeps_its_vacant_key, FourKeysFixture) {
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE(client->put("big/" + std::to_string(i), value_of(16000, 'a' + i)).ok());
+  BOOST_REQUIRE(client->del("big/3")->deleted == 1u);
+  const auto before = client->info();
+  // 16,387 bytes: a 32 KiB block, which the region cannot make even with
+  // big/3's quarter free.
+  auto refused = client->put("new", value_of(16384, 'n'));
+  BOOST_TEST(refused.code() == Errc::no_space);
+  const auto after = client->info();
+  BOOST_TEST(after->revision == before->revision);
+  BOOST_TEST(after->keys_used == before->keys_used);
+  BOOST_TEST(after->data_used_bytes == before->data_used_bytes);
+  BOOST_TEST(after->data_held_bytes == before->data_held_bytes);
+  require_consistent();
+  // A put that fits takes the vacant slot for good.
+  BOOST_REQUIRE(client->put("new", value_of(16000, 'n')).ok());
+  BOOST_TEST(client->info()->data_used_bytes == 4u * (16u << 10));
+  require_consistent();
+}
+
+// A put of a key whose lease ended but which is not reaped yet writes the
+// key's DELETE, then its PUT. When the value finds no block the put changes
+// nothing, and the DELETE is written only once the block is taken: an event
+// takes the place of the oldest in the history, and no rollback gives that
+// one back.
+BOOST_FIXTURE_TEST_CASE(a_refused_put_of_a_dead_key_changes_nothing, TightFixture) {
+  // 129 keys on one lease: the reaper takes 64 per operation, so after two
+  // operations k/000 is dead and still there.
+  auto lease = client->leases().grant(std::chrono::seconds(1));
+  BOOST_REQUIRE(lease.ok());
+  for (int i = 0; i < 129; ++i) {
+    char key[8];
+    std::snprintf(key, sizeof key, "k/%03d", i);
+    BOOST_REQUIRE(client->put(key, "v", zaris::Put::with_lease(*lease)).ok());
+  }
+  for (int i = 0; i < 3; ++i)
+    BOOST_REQUIRE(client->put("big/" + std::to_string(i), value_of(16000, 'a' + i)).ok());
+  clock->advance(std::chrono::seconds(2));
+  BOOST_REQUIRE(client->put("a", "v").ok());  // reaps 64
+  auto watcher = client->watch("k/000", zaris::WatchOptions{.start_revision =
+                                                                client->info()->revision + 1});
+  BOOST_REQUIRE(watcher.ok());
+  // Reaps 64 more (committed, in a revision of their own), then finds no
+  // 16 KiB block for k/000's value.
+  auto refused = client->put("k/000", value_of(16000, 'x'));
+  BOOST_TEST(refused.code() == Errc::no_space);
+  const auto before = client->info();
+  BOOST_TEST(client->get("k/000")->has_value() == false);
+  const auto after = client->info();
+  BOOST_TEST(after->revision == before->revision);
+  BOOST_TEST(after->data_held_bytes == before->data_held_bytes);
+  require_consistent();
+  // A put that fits: the DELETE (why: expired), then the PUT, one revision
+  // after the other.
+  BOOST_REQUIRE(client->put("k/000", "w").ok());
+  auto events = watcher->poll();
+  BOOST_REQUIRE(events.ok());
+  BOOST_REQUIRE(events->size() == 2u);
+  BOOST_TEST(((*events)[0].type == zaris::EventType::del));
+  BOOST_TEST(((*events)[0].reason == zaris::DeleteReason::expired));
+  BOOST_TEST(((*events)[1].type == zaris::EventType::put));
+  BOOST_TEST((*events)[1].revision == (*events)[0].revision + 1);
+  BOOST_TEST((*events)[1].kv.version == 1u);
+  require_consistent();
+}
+
+namespace {
+
+// Values up to 1 KiB in the default 16 MiB region (2 MiB top blocks).
+struct WideFixture : SegmentFixture {
+  WideFixture() : SegmentFixture(wide(), "dataw") {}
+  static SegmentOptions wide() {
+    SegmentOptions options = zaris::test::small_segment();
+    options.max_value_bytes = 1024;
+    options.data_bytes = SegmentOptions{}.data_bytes;
+    return options;
+  }
+};
+
+}  // namespace
+
+// The journal holds a transaction of the most operations, each moving its
+// value to a larger block and freeing the old one, and a full undo of it.
+BOOST_FIXTURE_TEST_CASE(a_transaction_of_the_most_moving_puts_fits_the_journal, WideFixture) {
+  zaris::Txn grow;
+  zaris::Txn shrink;
+  for (std::size_t i = 0; i < zaris::kMaxTxnOps; ++i) {
+    const std::string key = "m/" + std::to_string(i);
+    BOOST_REQUIRE(client->put(key, "v").ok());
+    // Sizes that alternate between classes, so that allocations split and
+    // frees merge at many orders.
+    grow.success.push_back(zaris::TxnOp::put(key, value_of(i % 2 == 0 ? 200 : 20 + i, 'g')));
+    shrink.success.push_back(zaris::TxnOp::put(key, "s"));
+  }
+  const auto before = client->info();
+  auto grown = client->txn(grow);
+  BOOST_REQUIRE_MESSAGE(grown.ok(), grown.error().message);
+  BOOST_TEST(grown->succeeded);
+  for (std::size_t i = 0; i < zaris::kMaxTxnOps; i += 17)
+    BOOST_TEST((*client->get("m/" + std::to_string(i)))->value ==
+               value_of(i % 2 == 0 ? 200 : 20 + i, 'g'));
+  require_consistent();
+  auto shrunk = client->txn(shrink);
+  BOOST_REQUIRE_MESSAGE(shrunk.ok(), shrunk.error().message);
+  const auto after = client->info();
+  BOOST_TEST(after->data_used_bytes == before->data_used_bytes);
+  BOOST_TEST(after->data_held_bytes == before->data_held_bytes);
+  require_consistent();
+}
+
 BOOST_AUTO_TEST_CASE(data_bytes_are_checked_and_size_the_segment) {
   SegmentOptions options = zaris::test::small_segment();
   const std::uint64_t base = zaris::segment_size(options);
@@ -157,6 +314,17 @@ BOOST_AUTO_TEST_CASE(data_bytes_are_checked_and_size_the_segment) {
   }
   options.data_bytes = std::uint64_t{64} << 30;
   BOOST_TEST(zaris::segment_size(options) > options.data_bytes);
+  // The region must hold the largest key with the largest value: 1 MiB
+  // values need a 2 MiB block.
+  options.max_value_bytes = 1 << 20;
+  options.data_bytes = std::uint64_t{2} << 20;
+  BOOST_TEST(zaris::segment_size(options) > 0u);
+  options.data_bytes = (std::uint64_t{2} << 20) - 1024;
+  BOOST_TEST(zaris::segment_size(options) == 0u);
+  auto refused = zaris::Client::create(zaris::test::unique_segment_name("datas"), options);
+  BOOST_TEST(refused.code() == Errc::invalid_argument);
+  BOOST_TEST(refused.error().message.find("room for the largest key with the largest value") !=
+             std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
