@@ -37,7 +37,7 @@ constexpr std::size_t kPlan = 1u << 16;  // random choices, drawn before timing
 // A segment image with a data region of 64 MiB of blocks.
 struct Image {
   Image() {
-    zaris::segment::Capacities caps{8, 1024, 64, 65536, 64, 4, 64 << 10, 0};
+    zaris::segment::Capacities caps{8, 1024, 64, 65536, 64, 4, 64 << 10, 128};
     if (!zaris::segment::Layout::compute(caps, layout)) std::abort();
     void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -26,7 +26,8 @@ struct RegionImage {
   // the parent's to repair.
   explicit RegionImage(bool shared = false) {
     // 32,768 key headers of 128 bytes: 4 MiB to borrow.
-    segment::Capacities caps{8, 32768, 32, 1024, 64, 4, segment::kMinDataKib, 0};
+    segment::Capacities caps{8, 32768, 32, 1024, 64, 4, segment::kMinDataKib,
+                             segment::kMinEventKib};
     if (!segment::Layout::compute(caps, layout)) std::abort();
     void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE,
                      (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);

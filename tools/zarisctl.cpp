@@ -427,6 +427,8 @@ struct CreateArgs {
   std::string max_key_bytes = std::to_string(zaris::SegmentOptions{}.max_key_bytes);
   std::string max_value_bytes = std::to_string(zaris::SegmentOptions{}.max_value_bytes);
   std::string data_bytes = std::to_string(zaris::SegmentOptions{}.data_bytes);
+  std::string events = std::to_string(zaris::SegmentOptions{}.max_events);
+  std::string event_bytes = std::to_string(zaris::SegmentOptions{}.event_bytes);
   std::string mode = "600";
 };
 
@@ -447,6 +449,11 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
       count_arg(a.data_bytes, "--data-bytes", std::uint64_t{64} << 10, std::uint64_t{64} << 30);
   if (options.data_bytes % 1024 != 0)
     throw Usage{fmt::format("--data-bytes {} is not a whole number of KiB", a.data_bytes)};
+  options.max_events = capacity_arg(a.events, "--events", 64, 1'048'576);
+  options.event_bytes =
+      count_arg(a.event_bytes, "--event-bytes", std::uint64_t{64} << 10, std::uint64_t{16} << 30);
+  if (options.event_bytes % 1024 != 0)
+    throw Usage{fmt::format("--event-bytes {} is not a whole number of KiB", a.event_bytes)};
   char* end = nullptr;
   errno = 0;
   unsigned long mode = std::strtoul(a.mode.c_str(), &end, 8);
@@ -527,6 +534,10 @@ void cmd_status(const Globals& g) {
                      {"held_bytes", info.data_held_bytes},
                      {"used_bytes", info.data_used_bytes},
                      {"largest_free", info.data_largest_free}};
+      out["events"] = {{"bytes", info.event_log_bytes},
+                       {"used_bytes", info.event_log_used_bytes},
+                       {"kept", info.events_kept},
+                       {"capacity", info.capacities.max_events}};
       out["engine"] = info.engine;  // "shm"; on etcd cluster_json() says "etcd"
       print_json(out);
       return;
@@ -556,6 +567,8 @@ void cmd_status(const Globals& g) {
                  info.data_held_bytes, info.data_used_bytes, info.data_bytes,
                  info.data_used_bytes - std::min(info.data_held_bytes, info.data_used_bytes),
                  info.data_largest_free);
+      fmt::print("events: {} kept in {} of {} bytes (at most {})\n", info.events_kept,
+                 info.event_log_used_bytes, info.event_log_bytes, info.capacities.max_events);
       return;
   }
 }
@@ -1587,6 +1600,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   create_cmd->add_option("--data-bytes", create.data_bytes,
                          "bytes of every key's key and value (KiB multiple)")
+      ->capture_default_str();
+  create_cmd->add_option("--events", create.events, "most events of watch history kept")
+      ->capture_default_str();
+  create_cmd->add_option("--event-bytes", create.event_bytes,
+                         "bytes of the watch history's events (KiB multiple)")
       ->capture_default_str();
   create_cmd->add_option("--mode", create.mode, "permission bits, octal")->capture_default_str();
   create_cmd->callback([&] { action = [&] { cmd_segment_create(g, create); }; });

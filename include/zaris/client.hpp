@@ -81,6 +81,11 @@ struct SegmentInfo {
   std::uint64_t data_held_bytes = 0;
   std::uint64_t data_used_bytes = 0;
   std::uint64_t data_largest_free = 0;
+  // The event log, the watch history (docs/memory.md, "The event log"): its
+  // bytes, the bytes its events take, and how many it keeps.
+  std::uint64_t event_log_bytes = 0;
+  std::uint64_t event_log_used_bytes = 0;
+  std::uint64_t events_kept = 0;
   SegmentCounters counters;
   std::vector<MemberInfo> members;  // etcd: one per endpoint, in the address's order
 };

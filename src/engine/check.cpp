@@ -325,14 +325,35 @@ std::vector<std::string> Engine::check_locked() const {
       if (st.skip_head[level] != kNone) fail("skip list head above its height");
       if (nodes_at_level[level] != 0) fail("key nodes taller than the skip list");
     }
-    // The event ring: its readable window within what was written.
+    // The event log: its readable window within what was written, each
+    // event's record in it, in order, back to back but for a turn's end.
     const std::uint64_t head = ring_->head;
     const std::uint64_t first_valid = ring_->first_valid.load(std::memory_order_relaxed);
-    if (first_valid > head)
-      fail("event ring's oldest readable event " + n(first_valid) + " is past its head " + n(head));
-    else if (head - first_valid > layout_.caps.max_events)
-      fail("event ring holds " + n(head - first_valid) + " events, more than its " +
-           n(layout_.caps.max_events) + " slots");
+    const std::uint64_t head_offset = ring_->head_offset;
+    if (head_offset % 8 != 0) fail("event log's head offset " + n(head_offset) + " is not aligned");
+    if (first_valid > head) {
+      fail("event log's oldest readable event " + n(first_valid) + " is past its head " + n(head));
+    } else if (head - first_valid > layout_.caps.max_events) {
+      fail("event log holds " + n(head - first_valid) + " events, more than its index's " +
+           n(layout_.caps.max_events));
+    } else {
+      std::uint64_t next = 0;  // where the previous record ended
+      std::uint64_t revision = 0;
+      for (std::uint64_t i = first_valid; i < head; ++i) {
+        const EventRecord r = event_record(i);  // its place and lengths
+        const std::uint64_t at = event_offset(i);
+        const std::uint64_t log = layout_.event_log_bytes;
+        if (i > first_valid && at != next && !(at % log == 0 && at - next < log))
+          fail("event " + n(i) + " does not follow event " + n(i - 1) + " in the log");
+        if (r.header.revision < revision || r.header.revision > st.revision)
+          fail("event " + n(i) + " is out of revision order");
+        revision = r.header.revision;
+        next = at + segment::event_record_bytes(r.header.key_len, r.header.value_len);
+      }
+      if (first_valid < head && next != head_offset)
+        fail("event log's head offset " + n(head_offset) + " is not where its last event ends (" +
+             n(next) + ")");
+    }
   } catch (segment::TxAbort& abort) {
     fail(abort.message);
   }

@@ -23,10 +23,14 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   if (caps.max_events < kMinEvents || caps.max_events > kMaxEventsLimit) return false;
   if (caps.max_processes < 1 || caps.max_processes > kMaxProcessesLimit) return false;
   if (caps.data_kib < kMinDataKib || caps.data_kib > kMaxDataKib) return false;
-  if (caps.event_kib != 0) return false;  // reserved for the event log
+  if (caps.event_kib < kMinEventKib || caps.event_kib > kMaxEventKib) return false;
   // The largest key with the largest value fits an empty region.
   if (!DataRegion::fits(std::uint64_t{caps.data_kib} * 1024 / kBlockUnit,
                         std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes))
+    return false;
+  // And the largest event fits the event log.
+  if (event_record_bytes(caps.max_key_bytes, caps.max_value_bytes) >
+      std::uint64_t{caps.event_kib} * 1024)
     return false;
 
   Layout l;
@@ -58,11 +62,11 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   l.channels_offset = at;
   at = round_up(at + sizeof(Channels), kCacheLine);
   l.events_offset = at;
-  l.event_slots_offset = at + sizeof(EventRingHeader);
-  l.event_slot_bytes = round_up(
-      sizeof(EventSlotHeader) + std::uint64_t{caps.max_key_bytes} + caps.max_value_bytes, 8);
-  at = round_up(l.event_slots_offset + std::uint64_t{caps.max_events} * l.event_slot_bytes,
-                kCacheLine);
+  l.event_index_offset = at + sizeof(EventRingHeader);
+  l.event_log_offset =
+      round_up(l.event_index_offset + std::uint64_t{caps.max_events} * 8, kCacheLine);
+  l.event_log_bytes = std::uint64_t{caps.event_kib} * 1024;
+  at = round_up(l.event_log_offset + l.event_log_bytes, kCacheLine);
   l.processes_offset = at;
   at = round_up(at + std::uint64_t{caps.max_processes} * sizeof(ProcessSlot), kCacheLine);
   l.data_offset = at;
@@ -82,11 +86,13 @@ AbiStamp current_abi() noexcept {
 
 Capacities to_capacities(const SegmentOptions& options) noexcept {
   // A size that is not whole KiB, or out of range, is refused by compute().
-  const std::uint64_t kib =
-      options.data_bytes % 1024 != 0 ? 0 : std::min<std::uint64_t>(options.data_bytes / 1024, ~0u);
+  auto kib = [](std::uint64_t bytes) {
+    return static_cast<std::uint32_t>(
+        bytes % 1024 != 0 ? 0 : std::min<std::uint64_t>(bytes / 1024, ~0u));
+  };
   return Capacities{options.max_leases,      options.max_keys,   options.max_key_bytes,
                     options.max_value_bytes, options.max_events, options.max_processes,
-                    static_cast<std::uint32_t>(kib), 0};
+                    kib(options.data_bytes), kib(options.event_bytes)};
 }
 
 }  // namespace zaris::segment

@@ -11,7 +11,8 @@
 //   KeySlotHeader[max_keys]        a key's header; its bytes are in the data region
 //   u64 buckets[hash_buckets]      open-addressing hash index of keys
 //   Channels                       futex words waiters sleep on
-//   EventRingHeader, EventSlot[max_events]
+//   EventRingHeader, u64 event_index[max_events], event bytes[event_kib KiB]
+//                                  the event log: events back to back (docs/memory.md)
 //   ProcessSlot[max_processes]     the process registry (docs/owners.md)
 //   DataRegionHeader, data blocks  every key's key and value bytes (docs/memory.md)
 //
@@ -62,6 +63,8 @@ inline constexpr std::uint32_t kMaxEventsLimit = 1u << 20;
 inline constexpr std::uint32_t kMaxProcessesLimit = 1u << 16;
 inline constexpr std::uint32_t kMinDataKib = 64;        // 64 KiB
 inline constexpr std::uint32_t kMaxDataKib = 1u << 26;  // 64 GiB
+inline constexpr std::uint32_t kMinEventKib = 64;        // 64 KiB
+inline constexpr std::uint32_t kMaxEventKib = 1u << 24;  // 16 GiB
 // More than one transaction ever appends (a batch of 32 keys, or a put's two
 // events), so a rolled-back transaction never gives up events still readable.
 inline constexpr std::uint32_t kMinEvents = 64;
@@ -101,7 +104,7 @@ struct Capacities {
   std::uint32_t max_events;
   std::uint32_t max_processes;
   std::uint32_t data_kib;   // bytes of the data region's blocks, in KiB
-  std::uint32_t event_kib;  // reserved for the event log's bytes (docs/memory.md): 0 for now
+  std::uint32_t event_kib;  // bytes of the event log, in KiB
   friend bool operator==(const Capacities&, const Capacities&) = default;
 };
 static_assert(sizeof(Capacities) == 32);
@@ -247,11 +250,19 @@ struct alignas(kCacheLine) Channels {
 // The event ring's state. `head` is written through the journal; the other
 // two only grow and are not journaled: a crash can shorten the history a
 // watcher may read, never falsify it.
+// The event log (docs/memory.md, "The event log"): event i's record starts
+// at logical byte event_index[i % max_events] of the log, at physical byte
+// (that) % event bytes; a record never runs past the log's end (one that
+// would starts at the next turn). head and head_offset are written through
+// the journal; first_valid and compacted_revision only grow, unjournaled (a
+// rollback can shorten the history, never falsify it); records and index
+// entries past head are written without records, unread until head passes.
 struct alignas(kCacheLine) EventRingHeader {
   std::uint64_t head;                             // index of the next event
   std::atomic<std::uint64_t> first_valid;         // oldest index still readable
   std::atomic<std::uint64_t> compacted_revision;  // newest revision partly overwritten
-  std::uint8_t reserved[40];
+  std::uint64_t head_offset;                      // logical byte where the next record goes
+  std::uint8_t reserved[32];
 };
 static_assert(sizeof(EventRingHeader) == 64);
 
@@ -264,8 +275,10 @@ inline constexpr std::uint32_t kReasonExpired = 3;
 inline constexpr std::uint32_t kReasonOwnerDied = 4;
 
 // One event; key bytes then value bytes follow (value empty for a DELETE).
+// At the start of each record; the key's bytes then the value's follow, the
+// record padded to 8 bytes.
 struct EventSlotHeader {
-  std::uint64_t index;  // which event this slot holds (slots are reused)
+  std::uint64_t index;  // which event this record holds (the bytes are reused)
   std::uint64_t revision;
   std::uint64_t create_revision;
   std::uint64_t mod_revision;
@@ -277,6 +290,11 @@ struct EventSlotHeader {
   std::uint32_t reason;  // for a DELETE
 };
 static_assert(sizeof(EventSlotHeader) == 64);
+
+// The bytes of an event's record: its header, key and value, padded to 8.
+constexpr std::uint64_t event_record_bytes(std::uint64_t key_len, std::uint64_t value_len) {
+  return (sizeof(EventSlotHeader) + key_len + value_len + 7) / 8 * 8;
+}
 
 // One lease. 64 bytes, one cache line, so keep-alives of different leases
 // never share a line.
@@ -407,8 +425,9 @@ struct Layout {
   std::uint64_t bucket_count = 0;  // power of two, >= 2 * max_keys
   std::uint64_t channels_offset = 0;
   std::uint64_t events_offset = 0;       // EventRingHeader
-  std::uint64_t event_slots_offset = 0;  // EventSlot[max_events]
-  std::uint64_t event_slot_bytes = 0;
+  std::uint64_t event_index_offset = 0;  // u64[max_events]
+  std::uint64_t event_log_offset = 0;    // the records' bytes
+  std::uint64_t event_log_bytes = 0;     // event_kib KiB
   std::uint64_t processes_offset = 0;  // ProcessSlot[max_processes]
   std::uint64_t data_offset = 0;       // DataRegionHeader, then the blocks
   std::uint64_t data_bytes = 0;        // the region's: header, bitmap, data_kib KiB of blocks

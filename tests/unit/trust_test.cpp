@@ -170,6 +170,7 @@ BOOST_AUTO_TEST_CASE(a_full_file_system_refuses_creation_and_leaves_nothing) {
   options.max_events = 64;
   options.max_processes = 4;
   options.data_bytes = 64 << 10;
+  options.event_bytes = 64 << 10;
   BOOST_REQUIRE(zaris::segment_size(options) < 1024 * 1024);
   {
     auto small = Client::create(path, options);
