@@ -341,15 +341,24 @@ std::vector<std::string> Engine::check_locked() const {
       std::uint64_t revision = 0;
       for (std::uint64_t i = first_valid; i < head; ++i) {
         const EventRecord r = event_record(i);  // its place and lengths
-        const std::uint64_t at = event_offset(i);
+        const std::uint64_t at = r.offset;
         const std::uint64_t log = layout_.event_log_bytes;
-        if (i > first_valid && at != next && !(at % log == 0 && at - next < log))
+        const std::uint64_t bytes = segment::event_record_bytes(r.header.key_len, r.header.value_len);
+        // Right after the previous record, or at the next turn when it would
+        // not have fitted before the log's end.
+        if (i > first_valid && at != next &&
+            !(at % log == 0 && at > next && at - next < log && next % log + bytes > log))
           fail("event " + n(i) + " does not follow event " + n(i - 1) + " in the log");
         if (r.header.revision < revision || r.header.revision > st.revision)
           fail("event " + n(i) + " is out of revision order");
         revision = r.header.revision;
-        next = at + segment::event_record_bytes(r.header.key_len, r.header.value_len);
+        next = at + bytes;
       }
+      const std::uint64_t compacted =
+          ring_->compacted_revision.load(std::memory_order_relaxed);
+      if (compacted > st.revision)
+        fail("event log's compacted revision " + n(compacted) + " is past the store's " +
+             n(st.revision));
       if (first_valid < head && next != head_offset)
         fail("event log's head offset " + n(head_offset) + " is not where its last event ends (" +
              n(next) + ")");

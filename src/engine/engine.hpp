@@ -237,10 +237,12 @@ class Engine {
   std::uint64_t& event_offset(std::uint64_t index) const;
   // The record of event `index`, first_valid <= index < head, checked (its
   // place, its index, its lengths); aborts (corrupt_segment) if it is not.
-  // `header` is the copy that was checked; `bytes`, its key then its value.
+  // `header` is the copy that was checked; `bytes`, its key then its value;
+  // `offset`, where it starts in the log (logical).
   struct EventRecord {
     segment::EventSlotHeader header;
     const char* bytes;
+    std::uint64_t offset;
   };
   EventRecord event_record(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.

@@ -35,7 +35,7 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
       bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
       e.reason > segment::kReasonOwnerDied) [[unlikely]]
     abort_corrupt("event " + std::to_string(index));
-  return EventRecord{e, reinterpret_cast<const char*>(&record + 1)};
+  return EventRecord{e, reinterpret_cast<const char*>(&record + 1), at};
 }
 
 std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
@@ -59,15 +59,19 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   const std::uint64_t bytes = segment::event_record_bytes(name.size(), value.size());
   // A record never runs past the log's end: one that would starts the next
   // turn. (The layout makes the largest record fit the log.)
-  std::uint64_t at = ring.head_offset;
-  if (at % 8 != 0 || bytes > log) abort_corrupt("event log's head offset");
+  std::uint64_t at = segment::read_once(ring.head_offset);
+  // (Logical offsets grow by at most 2 MiB an event: 2^64 is never reached
+  // but by a scribbled word.)
+  if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log)
+    abort_corrupt("event log's head offset " + std::to_string(at));
   if (at % log + bytes > log) at += log - at % log;
   // The oldest events go while the new one would pass the log's bytes or its
   // index's length. Not journaled: a rollback may cost history, never
   // falsify it (an undone event's bytes lie past the head, unread).
-  while (first < index &&
-         (index - first >= layout_.caps.max_events || at + bytes - event_offset(first) > log)) {
-    const std::uint64_t lost = std::min(event_record(first).header.revision, revision);
+  while (first < index) {
+    const EventRecord oldest = event_record(first);  // its offset checked against the window
+    if (index - first < layout_.caps.max_events && at + bytes - oldest.offset <= log) break;
+    const std::uint64_t lost = std::min(oldest.header.revision, revision);
     if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
       ring.compacted_revision.store(lost, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);

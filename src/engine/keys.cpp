@@ -84,8 +84,8 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   // The key died with its lease and was not reaped yet: its DELETE comes
   // first, in a revision of its own (in a transaction that wrote already, it
   // shares the transaction's). It is emitted once the value has its block:
-  // the event log gives up its oldest event for it, which no rollback brings
-  // back, so nothing that can still fail comes after it.
+  // the event log may give up its oldest events for it, which no rollback
+  // brings back, so the likeliest failure (a full data region) comes before.
   const bool died = probe.slot != kNone && !exists && !vacant;
   std::uint64_t delete_at = write_revision.value;
   if (died && delete_at == 0) {

@@ -286,6 +286,9 @@ void DataRegion::resize(Tx& tx, std::uint32_t index, std::uint32_t length) const
   tx.set(h.totals, DataRegionTotals{t.held_bytes - held + length,
                                     t.used_bytes - block_bytes(order) + block_bytes(want),
                                     t.used_blocks, 0});
+  // The halves given back hold this transaction's bytes: whoever takes them
+  // in it writes through records, as a rollback gives them back to this block.
+  if (want < order) tx.freed_since_commit = true;
 }
 
 bool DataRegion::fits(std::uint64_t units, std::uint64_t length) noexcept {

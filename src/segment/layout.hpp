@@ -65,8 +65,7 @@ inline constexpr std::uint32_t kMinDataKib = 64;        // 64 KiB
 inline constexpr std::uint32_t kMaxDataKib = 1u << 26;  // 64 GiB
 inline constexpr std::uint32_t kMinEventKib = 64;        // 64 KiB
 inline constexpr std::uint32_t kMaxEventKib = 1u << 24;  // 16 GiB
-// More than one transaction ever appends (a batch of 32 keys, or a put's two
-// events), so a rolled-back transaction never gives up events still readable.
+// The fewest events the event index holds (its length, max_events).
 inline constexpr std::uint32_t kMinEvents = 64;
 inline constexpr std::uint32_t kKeyChannels = 256;  // futex words keys hash onto
 
@@ -247,15 +246,13 @@ struct alignas(kCacheLine) Channels {
   std::atomic<std::uint64_t> janitor_wake_at;
 };
 
-// The event ring's state. `head` is written through the journal; the other
-// two only grow and are not journaled: a crash can shorten the history a
-// watcher may read, never falsify it.
 // The event log (docs/memory.md, "The event log"): event i's record starts
 // at logical byte event_index[i % max_events] of the log, at physical byte
 // (that) % event bytes; a record never runs past the log's end (one that
 // would starts at the next turn). head and head_offset are written through
 // the journal; first_valid and compacted_revision only grow, unjournaled (a
-// rollback can shorten the history, never falsify it); records and index
+// rollback can shorten the history, never falsify it; a rollback brings head
+// and head_offset back); records and index
 // entries past head are written without records, unread until head passes.
 struct alignas(kCacheLine) EventRingHeader {
   std::uint64_t head;                             // index of the next event
