@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
@@ -24,8 +25,7 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
   const std::uint64_t at = segment::read_once(event_offset(index));
   if (at % 8 != 0 || at >= end || end - at > log || at % log + sizeof(segment::EventSlotHeader) > log)
       [[unlikely]]
-    abort_corrupt("event " + std::to_string(index) + " at byte " + std::to_string(at) +
-                  " of the event log");
+    corrupt_value("event log: the offset of event", index);
   const auto& record = *reinterpret_cast<const segment::EventSlotHeader*>(
       mapping_->base() + layout_.event_log_offset + at % log);
   const segment::EventSlotHeader e = segment::read_once(record);
@@ -34,7 +34,7 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
       e.value_len > layout_.caps.max_value_bytes || at % log + bytes > log ||
       bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
       e.reason > segment::kReasonOwnerDied) [[unlikely]]
-    abort_corrupt("event " + std::to_string(index));
+    corrupt_value("event log: the record of event", index);
   return EventRecord{e, reinterpret_cast<const char*>(&record + 1), at};
 }
 
@@ -51,27 +51,36 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   const std::uint64_t log = layout_.event_log_bytes;
   const std::uint64_t index = ring.head;
   std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
-  if (first > index) abort_corrupt("event log's oldest event past its head");
-  if (first < index && event_record(index - 1).header.revision > revision)
-    abort_corrupt("an event would go out of revision order");
-  std::string_view name = store_.key_bytes(k);
-  std::string_view value = type == segment::kEventPut ? store_.value_bytes(k) : std::string_view();
+  if (first > index) [[unlikely]]
+    corrupt_value("event log's oldest event", first);
+  std::string_view name;
+  std::string_view value;
+  if (type == segment::kEventPut) {
+    std::tie(name, value) = store_.key_and_value(k);
+  } else {
+    name = store_.key_bytes(k);
+  }
   const std::uint64_t bytes = segment::event_record_bytes(name.size(), value.size());
   // A record never runs past the log's end: one that would starts the next
   // turn. (The layout makes the largest record fit the log.)
   std::uint64_t at = segment::read_once(ring.head_offset);
   // (Logical offsets grow by at most 2 MiB an event: 2^64 is never reached
   // but by a scribbled word.)
-  if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log)
-    abort_corrupt("event log's head offset " + std::to_string(at));
+  if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log) [[unlikely]]
+    corrupt_value("event log's head offset", at);
+  const std::uint64_t end = at;  // the head offset: the window's end
   if (at % log + bytes > log) at += log - at % log;
   // The oldest events go while the new one would pass the log's bytes or its
   // index's length. Not journaled: a rollback may cost history, never
   // falsify it (an undone event's bytes lie past the head, unread).
+  // (The oldest's offset, checked against the window, decides; the record
+  // itself is read, and checked, only to be evicted.)
   while (first < index) {
-    const EventRecord oldest = event_record(first);  // its offset checked against the window
-    if (index - first < layout_.caps.max_events && at + bytes - oldest.offset <= log) break;
-    const std::uint64_t lost = std::min(oldest.header.revision, revision);
+    const std::uint64_t oldest = segment::read_once(event_offset(first));
+    if (oldest % 8 != 0 || oldest > end || end - oldest > log) [[unlikely]]
+      corrupt_value("event log's offset of its oldest event", oldest);
+    if (index - first < layout_.caps.max_events && at + bytes - oldest <= log) break;
+    const std::uint64_t lost = std::min(event_record(first).header.revision, revision);
     if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
       ring.compacted_revision.store(lost, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);

@@ -82,6 +82,18 @@ std::string_view Store::value_bytes(const KeySlotHeader& k) const {
   return {reinterpret_cast<const char*>(bytes) + key_len, len};
 }
 
+std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k) const {
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  const std::uint32_t value_len = segment::read_once(k.value_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  if (value_len > layout_->caps.max_value_bytes) [[unlikely]]
+    corrupt_value("value length", value_len);
+  const auto* bytes = reinterpret_cast<const char*>(
+      data_.bytes(segment::read_once(k.data_block), std::uint64_t{key_len} + value_len));
+  return {std::string_view(bytes, key_len), std::string_view(bytes + key_len, value_len)};
+}
+
 std::string Store::data_full_message() const {
   const segment::DataRegionUsage u = data_.usage();
   return "the data region is full: " + std::to_string(u.free_bytes) +
@@ -91,12 +103,20 @@ std::string Store::data_full_message() const {
 bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value) {
   KeySlotHeader& k = key(slot);
   if (k.used != kKeyLive && k.used != kKeyVacant) abort_corrupt("writing a free key slot");
-  const std::string_view name = key_bytes(k);  // checks the block
-  const std::uint32_t block = k.data_block;
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::uint32_t block = segment::read_once(k.data_block);
+  const segment::DataRegion::Used held = data_.used(block);  // checks the block
+  if (key_len > held.length) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::string_view name(reinterpret_cast<const char*>(held.payload), key_len);
   const auto length = static_cast<std::uint32_t>(name.size() + value.size());
-  if (length <= data_.capacity(block)) {
-    data_.resize(tx, block, length);
-    tx.write_bytes(data_.bytes(block, length) + name.size(), value.data(), value.size());
+  if (length <= held.capacity) {
+    // In place; a value of another size first sets the block's length (and
+    // gives back what a shrink no longer needs).
+    if (length != held.length) data_.resize(tx, block, length);
+    tx.write_bytes(held.payload + name.size(), value.data(), value.size());
   } else {
     // The new block first: a full region changes nothing. It is never the
     // old one, which is freed after.
@@ -418,10 +438,8 @@ void Store::vacate_key(Tx& tx, std::uint32_t slot) {
   if (k.used != kKeyLive) abort_corrupt("vacating a key that is not live");
   if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
   if (st.vacant_count == segment::kMaxVacantKeys) remove_oldest_vacant(tx);
-  // Its block keeps the key alone: what the value held goes back.
-  const std::uint32_t key_len = static_cast<std::uint32_t>(key_bytes(k).size());  // checks it
-  data_.resize(tx, k.data_block, key_len);
-  tx.set(k.value_len, std::uint32_t{0});
+  // Its block stays whole, for a put of the same key (a lock taken again)
+  // to write in place; a full region takes it back (allocate_evicting).
   tx.set(k.used, kKeyVacant);  // it stays on its lease's list: it goes when the lease ends
   if (st.vacant_head == kNone) {
     tx.set(k.next_free, slot);

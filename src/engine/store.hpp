@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <string_view>
 
 #include "segment/data_region.hpp"
@@ -177,6 +178,8 @@ class Store {
     return {reinterpret_cast<const char*>(data_.bytes(segment::read_once(k.data_block), len)), len};
   }
   std::string_view value_bytes(const KeySlotHeader& k) const;
+  // Both, the block checked once.
+  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const;
   // Live, and its lease (if any) live at `now`.
   bool key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const;
 

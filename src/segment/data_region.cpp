@@ -84,22 +84,12 @@ DataRegionHeader& DataRegion::header() const {
   return h;
 }
 
-BlockHeader& DataRegion::block(std::uint32_t index) const {
-  if (index >= units_) [[unlikely]]
-    abort_corrupt("data block index " + n(index) + " out of range");
-  return *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
-                                         std::uint64_t{index} * kBlockUnit);
+void DataRegion::corrupt_block(const char* what, std::uint32_t index) {
+  abort_corrupt("data block " + n(index) + " " + what);
 }
 
-std::uint64_t& DataRegion::bitmap_word(std::uint32_t index) const {
-  if (index >= units_) [[unlikely]]
-    abort_corrupt("data block index " + n(index) + " out of range");
-  return *reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader) +
-                                           std::uint64_t{index / 64} * 8);
-}
-
-bool DataRegion::starts(std::uint32_t index) const {
-  return index < units_ && ((segment::read_once(bitmap_word(index)) >> (index % 64)) & 1) != 0;
+void DataRegion::corrupt_length(std::uint32_t index, std::uint32_t held, std::uint64_t end) {
+  abort_corrupt("data block " + n(index) + " holds " + n(held) + " bytes, not " + n(end));
 }
 
 void DataRegion::mark(Tx& tx, std::uint32_t index, bool start) const {
@@ -234,34 +224,6 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   }
   push(tx, order, index);
   tx.freed_since_commit = true;
-}
-
-std::uint8_t* DataRegion::payload(std::uint32_t index) const {
-  (void)length(index);  // checks it is a used block
-  return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
-}
-
-std::uint32_t DataRegion::length(std::uint32_t index) const {
-  const BlockHeader b = segment::read_once(block(index));
-  if (!starts(index) || !is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
-      b.length > block_bytes(order_of(b.tag)) - sizeof(BlockHeader) ||
-      index % (1u << order_of(b.tag)) != 0 ||
-      std::uint64_t{index} + (1u << order_of(b.tag)) > units_) [[unlikely]]
-    abort_corrupt("data block " + n(index) + " is not a used block");
-  return b.length;
-}
-
-std::uint32_t DataRegion::capacity(std::uint32_t index) const {
-  (void)length(index);  // checks it
-  return static_cast<std::uint32_t>(block_bytes(order_of(segment::read_once(block(index).tag))) -
-                                    sizeof(BlockHeader));
-}
-
-std::uint8_t* DataRegion::bytes(std::uint32_t index, std::uint64_t end) const {
-  const std::uint32_t held = length(index);  // checks it is a used block
-  if (end > held) [[unlikely]]
-    abort_corrupt("data block " + n(index) + " holds " + n(held) + " bytes, not " + n(end));
-  return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
 }
 
 void DataRegion::resize(Tx& tx, std::uint32_t index, std::uint32_t length) const {

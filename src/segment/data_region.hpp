@@ -18,6 +18,7 @@
 
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
+#include "segment/read_once.hpp"
 
 namespace zaris::segment {
 
@@ -120,13 +121,40 @@ class DataRegion {
   // (corrupt_segment) if `block` is not a used block.
   void free(segment::Tx& tx, std::uint32_t block) const;
 
+  // Used `block`, checked once: what it holds, what it can hold, its bytes.
+  struct Used {
+    std::uint32_t length;
+    std::uint32_t capacity;
+    std::uint8_t* payload;
+  };
+  Used used(std::uint32_t block) const {
+    const BlockHeader b = used_header(block);
+    return Used{b.length,
+                static_cast<std::uint32_t>((std::uint64_t{kBlockUnit} << (b.tag & 0xffu)) -
+                                           sizeof(BlockHeader)),
+                reinterpret_cast<std::uint8_t*>(&this->block(block) + 1)};
+  }
   // The payload of used `block` and its capacity; abort unless it is used.
-  std::uint8_t* payload(std::uint32_t block) const;
-  std::uint32_t length(std::uint32_t block) const;    // as allocated
-  std::uint32_t capacity(std::uint32_t block) const;  // bytes the block can hold
+  // (Inline: every read of a key's bytes comes through them.)
+  std::uint8_t* payload(std::uint32_t block) const {
+    (void)length(block);  // checks it is a used block
+    return reinterpret_cast<std::uint8_t*>(&this->block(block) + 1);
+  }
+  std::uint32_t length(std::uint32_t block) const {  // as allocated
+    return used_header(block).length;
+  }
+  std::uint32_t capacity(std::uint32_t block) const {  // bytes the block can hold
+    return static_cast<std::uint32_t>((std::uint64_t{kBlockUnit} << (used_header(block).tag & 0xffu)) -
+                                      sizeof(BlockHeader));
+  }
   // The payload of used `block`, of which the first `end` bytes are read or
   // written; aborts unless the block is used and holds at least `end` bytes.
-  std::uint8_t* bytes(std::uint32_t block, std::uint64_t end) const;
+  std::uint8_t* bytes(std::uint32_t block, std::uint64_t end) const {
+    const std::uint32_t held = used_header(block).length;
+    if (end > held) [[unlikely]]
+      corrupt_length(block, held, end);
+    return reinterpret_cast<std::uint8_t*>(&this->block(block) + 1);
+  }
   // Sets the bytes used `block` holds to `length` (1 .. its capacity), in
   // place: an overwrite that fits the block it has. The block keeps its
   // first bytes and gives back the upper halves `length` does not need, so
@@ -151,15 +179,43 @@ class DataRegion {
   }
 
  private:
+  [[noreturn]] [[gnu::cold]] static void corrupt_block(const char* what, std::uint32_t index);
+  [[noreturn]] [[gnu::cold]] static void corrupt_length(std::uint32_t index, std::uint32_t held,
+                                                        std::uint64_t end);
   DataRegionHeader& header() const;
-  BlockHeader& block(std::uint32_t index) const;  // bounds-checked, not tag-checked
+  // Bounds-checked, not tag-checked.
+  BlockHeader& block(std::uint32_t index) const {
+    if (index >= units_) [[unlikely]]
+      corrupt_block("is out of range", index);
+    return *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
+                                           std::uint64_t{index} * kBlockUnit);
+  }
+  // A copy of used `index`'s header, read once and checked: a block start,
+  // tagged used, aligned to its order, within the area, holding 1 .. its
+  // size less the header.
+  BlockHeader used_header(std::uint32_t index) const {
+    const BlockHeader b = segment::read_once(block(index));
+    const std::uint32_t order = b.tag & 0xffu;
+    if (!starts(index) || (b.tag & ~0xffu) != kBlockUsed || order > kMaxBlockOrder ||
+        b.length == 0 || b.length > (std::uint64_t{kBlockUnit} << order) - sizeof(BlockHeader) ||
+        index % (1u << order) != 0 || std::uint64_t{index} + (1u << order) > units_) [[unlikely]]
+      corrupt_block("is not a used block", index);
+    return b;
+  }
   // The free block of `order` at `index`, reached through `via`; aborts
   // unless it is tagged so, aligned and within the area.
   BlockHeader& free_block(std::uint32_t index, std::uint32_t order, const char* via) const;
   void push(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
   // The bitmap word that holds `index`'s bit, and whether a block starts there.
-  std::uint64_t& bitmap_word(std::uint32_t index) const;
-  bool starts(std::uint32_t index) const;
+  std::uint64_t& bitmap_word(std::uint32_t index) const {
+    if (index >= units_) [[unlikely]]
+      corrupt_block("is out of range", index);
+    return *reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                             std::uint64_t{index / 64} * 8);
+  }
+  bool starts(std::uint32_t index) const {
+    return index < units_ && ((segment::read_once(bitmap_word(index)) >> (index % 64)) & 1) != 0;
+  }
   void mark(segment::Tx& tx, std::uint32_t index, bool start) const;
   void unlink(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
 
