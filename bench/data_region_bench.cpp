@@ -1,4 +1,4 @@
-// The data region's allocator (src/engine/data_region.hpp) beside its peers,
+// The data region's allocator (src/segment/data_region.hpp) beside its peers,
 // in one run: malloc/free of the same sizes in the same order, and the
 // fixed-slot path key slots take today (a LIFO free list of slots, written
 // through the journal). Each benchmark keeps N blocks allocated (its
@@ -20,25 +20,24 @@
 #include <random>
 #include <vector>
 
-#include "engine/data_region.hpp"
+#include "segment/data_region.hpp"
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 #include "segment/mapping.hpp"
 
 namespace {
 
-using zaris::engine::DataRegion;
+using zaris::segment::DataRegion;
 using zaris::segment::kNone;
 using zaris::segment::Tx;
 
 constexpr std::uint32_t kMaxLive = 10'000;
 constexpr std::size_t kPlan = 1u << 16;  // random choices, drawn before timing
 
-// A segment image whose key-slot table's bytes lend the region its space
-// (64 MiB of blocks), as the allocator's tests do.
+// A segment image with a data region of 64 MiB of blocks.
 struct Image {
   Image() {
-    zaris::segment::Capacities caps{8, 1024, 64, 65536, 64, 4};
+    zaris::segment::Capacities caps{8, 1024, 64, 65536, 64, 4, 64 << 10, 128};
     if (!zaris::segment::Layout::compute(caps, layout)) std::abort();
     void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -47,7 +46,7 @@ struct Image {
     if (!zaris::segment::initialise(base, layout).ok()) std::abort();
   }
   ~Image() { ::munmap(base, layout.total_bytes); }
-  std::uint64_t region_bytes() const { return layout.buckets_offset - layout.keys_offset; }
+  std::uint64_t region_bytes() const { return layout.data_bytes; }
   zaris::segment::Layout layout;
   std::uint8_t* base = nullptr;
 };
@@ -71,7 +70,7 @@ const Plan& plan() {
 
 void BM_DataRegionFreeAllocate(benchmark::State& state) {
   Image image;
-  DataRegion region(image.base, image.layout.keys_offset, image.region_bytes());
+  DataRegion region(image.base, image.layout.data_offset, image.region_bytes());
   if (!region.format()) return state.SkipWithError("format");
   Tx tx(image.base, image.layout);
   const Plan& p = plan();
@@ -124,7 +123,7 @@ void BM_FixedSlotGiveTake(benchmark::State& state) {
     std::uint32_t head;
     std::uint32_t next[kMaxLive + 1];
   };
-  auto& words = *reinterpret_cast<Words*>(image.base + image.layout.keys_offset);
+  auto& words = *reinterpret_cast<Words*>(image.base + image.layout.data_offset);
   Tx tx(image.base, image.layout);
   const auto count = static_cast<std::uint32_t>(state.range(0));
   words.head = count;  // one spare slot free; the others taken

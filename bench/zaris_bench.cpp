@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -99,6 +100,10 @@ std::optional<std::string> build(Population& population) {
   capacities.max_keys = static_cast<std::uint32_t>(population.live) + kSpareSlots;
   capacities.max_key_bytes = kMaxKeyBytes;
   capacities.max_value_bytes = kValueBytes;
+  // Each key with its value takes a 128-byte block; twice that per slot
+  // leaves room for every spare slot and for how blocks split.
+  capacities.data_bytes =
+      std::max<std::uint64_t>(capacities.data_bytes, std::uint64_t{capacities.max_keys} * 256);
 
   auto created = zaris::Client::create(population.segment, capacities);
   if (!created.ok()) return describe("create", created.error());

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/data_region.hpp"
+#include "segment/data_region.hpp"
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 #include "segment/mapping.hpp"
@@ -20,12 +20,14 @@ struct RegionImage {
   // 3 MiB of blocks and 3 units more: top blocks of order 16 and 15, then a
   // tail of an order-1 and an order-0 block.
   static constexpr std::uint64_t kRegionBytes =
-      sizeof(engine::DataRegionHeader) + 3 * (1u << 20) + 3 * engine::kBlockUnit;
+      segment::DataRegion::region_bytes(3 * (1u << 20) / segment::kBlockUnit + 3);
 
   // `shared`: in a MAP_SHARED mapping, so that a forked child's writes are
   // the parent's to repair.
   explicit RegionImage(bool shared = false) {
-    segment::Capacities caps{8, 64, 32, 65536, 64, 4};
+    // 32,768 key headers of 128 bytes: 4 MiB to borrow.
+    segment::Capacities caps{8, 32768, 32, 1024, 64, 4, segment::kMinDataKib,
+                             segment::kMinEventKib};
     if (!segment::Layout::compute(caps, layout)) std::abort();
     void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE,
                      (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
@@ -39,7 +41,7 @@ struct RegionImage {
   RegionImage(const RegionImage&) = delete;
   RegionImage& operator=(const RegionImage&) = delete;
 
-  engine::DataRegion region() const { return {base, layout.keys_offset, kRegionBytes}; }
+  segment::DataRegion region() const { return {base, layout.keys_offset, kRegionBytes}; }
   segment::Tx tx() const { return {base, layout}; }
   std::uint64_t journal_used() const {
     return reinterpret_cast<const segment::JournalHeader*>(base + layout.journal_offset)
@@ -58,11 +60,11 @@ struct RegionImage {
     return *reinterpret_cast<T*>(base + layout.keys_offset + region_offset);
   }
   // The header of block `index`.
-  engine::BlockHeader& block(std::uint32_t index) const {
-    return at<engine::BlockHeader>(sizeof(engine::DataRegionHeader) +
-                                   std::uint64_t{index} * engine::kBlockUnit);
+  segment::BlockHeader& block(std::uint32_t index) const {
+    return at<segment::BlockHeader>(region().blocks_offset() +
+                                   std::uint64_t{index} * segment::kBlockUnit);
   }
-  engine::DataRegionHeader& header() const { return at<engine::DataRegionHeader>(0); }
+  segment::DataRegionHeader& header() const { return at<segment::DataRegionHeader>(0); }
 
   segment::Layout layout;
   std::uint8_t* base = nullptr;

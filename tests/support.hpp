@@ -337,6 +337,7 @@ inline SegmentOptions small_segment() {
   options.max_keys = 256;
   options.max_key_bytes = 32;
   options.max_value_bytes = 64;
+  options.data_bytes = 128 << 10;  // 256 keys in blocks of up to 128 bytes: 32 KiB
   return options;
 }
 
@@ -397,11 +398,11 @@ struct TempDir {
   std::string operator/(const std::string& file) const { return path + "/" + file; }
 };
 
-// A tmpfs of 300 KiB on a directory of its own (where mounting is allowed),
+// A tmpfs of 1 MiB on a directory of its own (where mounting is allowed),
 // unmounted before the directory goes, whatever the test did.
 struct TinyTmpfs {
   TempDir dir;
-  bool mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=300k") == 0;
+  bool mounted = ::mount("tmpfs", dir.path.c_str(), "tmpfs", 0, "size=1m") == 0;
   ~TinyTmpfs() {
     if (mounted) ::umount2(dir.path.c_str(), MNT_DETACH);
   }

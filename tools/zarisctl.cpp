@@ -426,6 +426,9 @@ struct CreateArgs {
   std::string keys = std::to_string(zaris::SegmentOptions{}.max_keys);
   std::string max_key_bytes = std::to_string(zaris::SegmentOptions{}.max_key_bytes);
   std::string max_value_bytes = std::to_string(zaris::SegmentOptions{}.max_value_bytes);
+  std::string data_bytes = std::to_string(zaris::SegmentOptions{}.data_bytes);
+  std::string events = std::to_string(zaris::SegmentOptions{}.max_events);
+  std::string event_bytes = std::to_string(zaris::SegmentOptions{}.event_bytes);
   std::string mode = "600";
 };
 
@@ -442,6 +445,15 @@ void cmd_segment_create(const Globals& g, const CreateArgs& a) {
   options.max_keys = capacity_arg(a.keys, "--keys", 1, 16'777'216);
   options.max_key_bytes = capacity_arg(a.max_key_bytes, "--max-key-bytes", 1, 4096);
   options.max_value_bytes = capacity_arg(a.max_value_bytes, "--max-value-bytes", 0, 1'048'576);
+  options.data_bytes =
+      count_arg(a.data_bytes, "--data-bytes", std::uint64_t{64} << 10, std::uint64_t{64} << 30);
+  if (options.data_bytes % 1024 != 0)
+    throw Usage{fmt::format("--data-bytes {} is not a whole number of KiB", a.data_bytes)};
+  options.max_events = capacity_arg(a.events, "--events", 64, 1'048'576);
+  options.event_bytes =
+      count_arg(a.event_bytes, "--event-bytes", std::uint64_t{64} << 10, std::uint64_t{16} << 30);
+  if (options.event_bytes % 1024 != 0)
+    throw Usage{fmt::format("--event-bytes {} is not a whole number of KiB", a.event_bytes)};
   char* end = nullptr;
   errno = 0;
   unsigned long mode = std::strtoul(a.mode.c_str(), &end, 8);
@@ -518,6 +530,14 @@ void cmd_status(const Globals& g) {
       out["processes"] = info.processes;
       out["janitor_pid"] = janitor;
       out["size_bytes"] = info.size_bytes;
+      out["data"] = {{"bytes", info.data_bytes},
+                     {"held_bytes", info.data_held_bytes},
+                     {"used_bytes", info.data_used_bytes},
+                     {"largest_free", info.data_largest_free}};
+      out["events"] = {{"bytes", info.event_log_bytes},
+                       {"used_bytes", info.event_log_used_bytes},
+                       {"kept", info.events_kept},
+                       {"capacity", info.capacities.max_events}};
       out["engine"] = info.engine;  // "shm"; on etcd cluster_json() says "etcd"
       print_json(out);
       return;
@@ -543,6 +563,12 @@ void cmd_status(const Globals& g) {
         fmt::print("janitor none\n");
       }
       fmt::print("size {} bytes\n", info.size_bytes);
+      fmt::print("data: {} held in {} of {} bytes (internal waste {}), largest free block {}\n",
+                 info.data_held_bytes, info.data_used_bytes, info.data_bytes,
+                 info.data_used_bytes - std::min(info.data_held_bytes, info.data_used_bytes),
+                 info.data_largest_free);
+      fmt::print("events: {} kept in {} of {} bytes (at most {})\n", info.events_kept,
+                 info.event_log_used_bytes, info.event_log_bytes, info.capacities.max_events);
       return;
   }
 }
@@ -1571,6 +1597,14 @@ int main(int argc, char** argv) {
   create_cmd->add_option("--max-key-bytes", create.max_key_bytes, "longest key")
       ->capture_default_str();
   create_cmd->add_option("--max-value-bytes", create.max_value_bytes, "longest value")
+      ->capture_default_str();
+  create_cmd->add_option("--data-bytes", create.data_bytes,
+                         "bytes of every key's key and value (KiB multiple)")
+      ->capture_default_str();
+  create_cmd->add_option("--events", create.events, "most events of watch history kept")
+      ->capture_default_str();
+  create_cmd->add_option("--event-bytes", create.event_bytes,
+                         "bytes of the watch history's events (KiB multiple)")
       ->capture_default_str();
   create_cmd->add_option("--mode", create.mode, "permission bits, octal")->capture_default_str();
   create_cmd->callback([&] { action = [&] { cmd_segment_create(g, create); }; });

@@ -73,6 +73,19 @@ struct SegmentInfo {
   std::uint32_t processes = 0;              // live registrations (clients that bound a lease)
   std::optional<std::int32_t> janitor_pid;  // the janitor's pid, if one runs
   std::uint64_t max_txn_bytes = 0;          // keys and values one transaction branch may put
+  // The data region, which holds every key's key bytes and value bytes
+  // (docs/memory.md, "Fragmentation, reported"): its bytes of blocks, the
+  // bytes keys and values hold, the bytes of the blocks that hold them
+  // (internal waste: used - held), and the largest free block.
+  std::uint64_t data_bytes = 0;
+  std::uint64_t data_held_bytes = 0;
+  std::uint64_t data_used_bytes = 0;
+  std::uint64_t data_largest_free = 0;
+  // The event log, the watch history (docs/memory.md, "The event log"): its
+  // bytes, the bytes its events take, and how many it keeps.
+  std::uint64_t event_log_bytes = 0;
+  std::uint64_t event_log_used_bytes = 0;
+  std::uint64_t events_kept = 0;
   SegmentCounters counters;
   std::vector<MemberInfo> members;  // etcd: one per endpoint, in the address's order
 };

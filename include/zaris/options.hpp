@@ -24,6 +24,18 @@ struct SegmentOptions {
   // Permission bits of the segment, applied exactly (the umask is not). Bits
   // that let the group or others write need ClientOptions::trust_other_writers.
   mode_t mode = 0600;
+  // (After `mode`, so that the braced lists of earlier versions still
+  // compile.) Bytes of the data region, which holds every key's key bytes and value
+  // bytes (docs/memory.md): a whole number of KiB, 64 KiB .. 64 GiB. Each key
+  // takes one block of a power of two bytes, at least 32, for its key, its
+  // value and 16 bytes of header.
+  std::uint64_t data_bytes = std::uint64_t{16} << 20;
+  // Bytes of the event log, the watch history (docs/memory.md): a whole
+  // number of KiB, 64 KiB .. 16 GiB, at least one event of the largest key
+  // and value. Each event takes 64 bytes, its key and (a PUT) its value,
+  // padded to 8; the oldest go as new ones need the room, or as more than
+  // max_events are kept.
+  std::uint64_t event_bytes = std::uint64_t{4} << 20;
 };
 
 struct ClientOptions {

@@ -76,6 +76,11 @@ typedef struct zaris_segment_options {
   uint32_t max_events;      /* 64 .. 1,048,576 */
   uint32_t max_processes;   /* 1 .. 65,536 */
   uint32_t mode;            /* permission bits, e.g. 0600 */
+  uint32_t reserved;        /* 0 */
+  /* Byte budgets (docs/memory.md), whole KiB: every key's key and value
+   * bytes, 64 KiB .. 64 GiB; the watch history's events, 64 KiB .. 16 GiB. */
+  uint64_t data_bytes;
+  uint64_t event_bytes;
 } zaris_segment_options;
 
 /* Fills `options` with the defaults. */

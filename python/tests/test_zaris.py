@@ -1,7 +1,7 @@
 """The Python binding, against the real library, and beside C++ processes
 (zarisctl, the real binary: ZARISCTL names it).
 
-Run with ZARIS_LIBRARY=.../libzaris.so.0.1 and python/ on PYTHONPATH (CTest's
+Run with ZARIS_LIBRARY=.../libzaris.so.0.2 and python/ on PYTHONPATH (CTest's
 zaris-python does both)."""
 import os
 import select
@@ -30,7 +30,8 @@ def name():
 
 @pytest.fixture
 def client(name):
-    with zaris.Client.create(name, max_leases=64, max_keys=256) as c:
+    with zaris.Client.create(name, max_leases=64, max_keys=256, data_bytes=256 << 10,
+                             event_bytes=128 << 10) as c:
         yield c
 
 
@@ -68,6 +69,9 @@ def test_keys_values_and_leases(client):
     assert info.keys_used == 1 and client.check() == []
     # The capacities the fixture asked for, read back through the structs.
     assert info.capacities["max_leases"] == 64 and info.capacities["max_keys"] == 256
+    assert info.capacities["data_bytes"] == 256 << 10
+    assert info.capacities["event_bytes"] == 128 << 10
+    assert "reserved" not in info.capacities
     bound = client.leases.grant(ttl=5, bind_to_process=True)
     status = client.leases.time_to_live(bound)
     assert status.bound_to_process and status.owner_pid == os.getpid()
@@ -116,6 +120,10 @@ def test_bad_input_raises_and_changes_nothing(client):
         client.leases.grant(ttl="5s")
     with pytest.raises(TypeError):
         zaris.Client.create("x", max_keys="many")
+    with pytest.raises(TypeError):
+        zaris.Client.create("x", reserved=1)
+    with pytest.raises(ValueError):
+        zaris.Client.create("x", max_keys=2**32)
     with pytest.raises(zaris.NotFound):
         zaris.Client.open("zaris-test-py-absent")
     assert client.info().revision == before

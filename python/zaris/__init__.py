@@ -15,8 +15,8 @@ read back are bytes. Durations are seconds (float). Every failure raises a
 zaris.Error subclass named for its code (zaris.LeaseLost, zaris.Busy, ...);
 wrong argument types raise TypeError.
 
-libzaris.so.0.1 is found through ZARIS_LIBRARY (a path), else the system's
-library path; its version must be this binding's (0.1.x).
+libzaris.so.0.2 is found through ZARIS_LIBRARY (a path), else the system's
+library path; its version must be this binding's (0.2.x).
 
 Threads: a Client may be used from many threads at once; every other object
 (a Watcher, Session, Mutex, Election) from one at a time. close() must not
@@ -41,11 +41,11 @@ __all__ = [
 # ---- The library -----------------------------------------------------------
 
 
-_ABI = "0.1."  # the SONAME's version: structs and prototypes below are its
+_ABI = "0.2."  # the SONAME's version: structs and prototypes below are its
 
 
 def _load():
-    library = ctypes.CDLL(os.environ.get("ZARIS_LIBRARY") or "libzaris.so.0.1")
+    library = ctypes.CDLL(os.environ.get("ZARIS_LIBRARY") or "libzaris.so.0.2")
     library.zaris_version.restype = ctypes.c_char_p
     version = library.zaris_version().decode()
     if not version.startswith(_ABI):
@@ -63,7 +63,7 @@ _i64, _u64, _u32, _i32, _size = _c.c_int64, _c.c_uint64, _c.c_uint32, _c.c_int32
 class _SegmentOptions(ctypes.Structure):
     _fields_ = [("max_leases", _u32), ("max_keys", _u32), ("max_key_bytes", _u32),
                 ("max_value_bytes", _u32), ("max_events", _u32), ("max_processes", _u32),
-                ("mode", _u32)]
+                ("mode", _u32), ("reserved", _u32), ("data_bytes", _u64), ("event_bytes", _u64)]
 
 
 class _ClientOptions(ctypes.Structure):
@@ -329,12 +329,13 @@ def _kv(kv):
 def _segment_options(options):
     out = _SegmentOptions()
     _f["zaris_segment_options_init"](ctypes.byref(out))
+    fields = dict(_SegmentOptions._fields_)
     for key, value in options.items():
-        if key not in dict(_SegmentOptions._fields_):
+        if key not in fields or key == "reserved":
             raise TypeError(f"unknown segment option {key!r}")
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"{key} must be an int")
-        if not 0 <= value < 2**32:
+        if not 0 <= value < 2**(8 * ctypes.sizeof(fields[key])):
             raise ValueError(f"{key} is out of range")
         setattr(out, key, value)
     return out
@@ -540,7 +541,8 @@ class Client(_Handle):
     def info(self):
         info = _Info()
         _check(_f["zaris_get_info"](self._live(), ctypes.byref(info)))
-        caps = {name: getattr(info.capacities, name) for name, _ in _SegmentOptions._fields_}
+        caps = {name: getattr(info.capacities, name) for name, _ in _SegmentOptions._fields_
+                if name != "reserved"}
         return SegmentInfo(info.layout_version, info.size_bytes, caps, info.revision,
                            info.leases_used, info.keys_used, info.recoveries, info.processes,
                            info.janitor_pid or None, info.max_txn_bytes)

@@ -48,6 +48,8 @@ zaris::SegmentOptions segment_options(const zaris_segment_options* options) {
   out.max_events = options->max_events;
   out.max_processes = options->max_processes;
   out.mode = static_cast<mode_t>(options->mode);
+  out.data_bytes = options->data_bytes;
+  out.event_bytes = options->event_bytes;
   return out;
 }
 
@@ -97,7 +99,10 @@ void zaris_segment_options_init(zaris_segment_options* options) {
   *options = zaris_segment_options{defaults.max_leases,      defaults.max_keys,
                                    defaults.max_key_bytes,   defaults.max_value_bytes,
                                    defaults.max_events,      defaults.max_processes,
-                                   static_cast<std::uint32_t>(defaults.mode)};
+                                   static_cast<std::uint32_t>(defaults.mode),
+                                   0,
+                                   defaults.data_bytes,
+                                   defaults.event_bytes};
 }
 
 void zaris_client_options_init(zaris_client_options* options) {
@@ -150,7 +155,8 @@ int zaris_get_info(zaris_client* client, zaris_info* info) {
     *info = zaris_info{got->layout_version,
                        got->size_bytes,
                        {c.max_leases, c.max_keys, c.max_key_bytes, c.max_value_bytes, c.max_events,
-                        c.max_processes, static_cast<std::uint32_t>(c.mode)},
+                        c.max_processes, static_cast<std::uint32_t>(c.mode), 0, c.data_bytes,
+                        c.event_bytes},
                        got->revision,
                        got->leases_used,
                        got->keys_used,

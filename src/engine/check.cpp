@@ -171,6 +171,17 @@ std::vector<std::string> Engine::check_locked() const {
     if (st.janitor_slot != kNone && st.janitor_slot >= caps.max_processes)
       fail("janitor slot out of range");
 
+    // ---- the data region: its own invariants, and the used blocks it holds,
+    // each to be owned by one live or vacant key slot (docs/memory.md)
+    std::vector<std::uint32_t> used_blocks;
+    {
+      std::vector<std::string> region_bad;
+      store_.data().check(region_bad, &used_blocks);
+      for (std::string& what : region_bad) fail(std::move(what));  // "data region: ..."
+      std::sort(used_blocks.begin(), used_blocks.end());
+    }
+    std::vector<std::uint8_t> block_owned(used_blocks.size(), 0);
+
     // ---- keys: slots, free list, hash, skip list
     std::uint32_t used = 0;
     std::uint32_t vacant = 0;
@@ -190,6 +201,22 @@ std::vector<std::string> Engine::check_locked() const {
         fail("key slot " + n(s) + " has a length out of range");
         continue;
       }
+      const std::uint32_t block = k.data_block;
+      const auto found = std::lower_bound(used_blocks.begin(), used_blocks.end(), block);
+      if (found == used_blocks.end() || *found != block) {
+        fail("key slot " + n(s) + " names data block " + n(block) + ", not a used block");
+        continue;
+      }
+      std::uint8_t& owned = block_owned[static_cast<std::size_t>(found - used_blocks.begin())];
+      if (owned != 0) {
+        fail("data block " + n(block) + " is owned by two key slots (one is " + n(s) + ")");
+        continue;
+      }
+      owned = 1;
+      if (store_.data().length(block) != std::uint64_t{k.key_len} + k.value_len)
+        fail("key slot " + n(s) + ": its data block " + n(block) + " holds " +
+             n(store_.data().length(block)) + " bytes, not its key's and value's " +
+             n(std::uint64_t{k.key_len} + k.value_len));
       if (k.version == 0 || k.create_revision > k.mod_revision || k.mod_revision > st.revision)
         fail("key slot " + n(s) + " has inconsistent revisions");
       if (k.level < 1 || k.level > kSkipLevels) fail("key slot " + n(s) + " has a bad level");
@@ -204,6 +231,8 @@ std::vector<std::string> Engine::check_locked() const {
       Store::Probe probe = store_.find(store_.key_bytes(k));
       if (probe.slot != s) fail("key slot " + n(s) + " is not reachable through the hash index");
     }
+    for (std::size_t i = 0; i < used_blocks.size(); ++i)
+      if (block_owned[i] == 0) fail("data block " + n(used_blocks[i]) + " is owned by no key slot");
     if (used != st.key_count)
       fail("key count is " + n(st.key_count) + " but " + n(used) + " slots are used");
     if (vacant != st.vacant_count)
@@ -296,14 +325,44 @@ std::vector<std::string> Engine::check_locked() const {
       if (st.skip_head[level] != kNone) fail("skip list head above its height");
       if (nodes_at_level[level] != 0) fail("key nodes taller than the skip list");
     }
-    // The event ring: its readable window within what was written.
+    // The event log: its readable window within what was written, each
+    // event's record in it, in order, back to back but for a turn's end.
     const std::uint64_t head = ring_->head;
     const std::uint64_t first_valid = ring_->first_valid.load(std::memory_order_relaxed);
-    if (first_valid > head)
-      fail("event ring's oldest readable event " + n(first_valid) + " is past its head " + n(head));
-    else if (head - first_valid > layout_.caps.max_events)
-      fail("event ring holds " + n(head - first_valid) + " events, more than its " +
-           n(layout_.caps.max_events) + " slots");
+    const std::uint64_t head_offset = ring_->head_offset;
+    if (head_offset % 8 != 0) fail("event log's head offset " + n(head_offset) + " is not aligned");
+    if (first_valid > head) {
+      fail("event log's oldest readable event " + n(first_valid) + " is past its head " + n(head));
+    } else if (head - first_valid > layout_.caps.max_events) {
+      fail("event log holds " + n(head - first_valid) + " events, more than its index's " +
+           n(layout_.caps.max_events));
+    } else {
+      std::uint64_t next = 0;  // where the previous record ended
+      std::uint64_t revision = 0;
+      for (std::uint64_t i = first_valid; i < head; ++i) {
+        const EventRecord r = event_record(i);  // its place and lengths
+        const std::uint64_t at = r.offset;
+        const std::uint64_t log = layout_.event_log_bytes;
+        const std::uint64_t bytes = segment::event_record_bytes(r.header.key_len, r.header.value_len);
+        // Right after the previous record, or at the next turn when it would
+        // not have fitted before the log's end.
+        if (i > first_valid && at != next &&
+            !(at % log == 0 && at > next && at - next < log && next % log + bytes > log))
+          fail("event " + n(i) + " does not follow event " + n(i - 1) + " in the log");
+        if (r.header.revision < revision || r.header.revision > st.revision)
+          fail("event " + n(i) + " is out of revision order");
+        revision = r.header.revision;
+        next = at + bytes;
+      }
+      const std::uint64_t compacted =
+          ring_->compacted_revision.load(std::memory_order_relaxed);
+      if (compacted > st.revision)
+        fail("event log's compacted revision " + n(compacted) + " is past the store's " +
+             n(st.revision));
+      if (first_valid < head && next != head_offset)
+        fail("event log's head offset " + n(head_offset) + " is not where its last event ends (" +
+             n(next) + ")");
+    }
   } catch (segment::TxAbort& abort) {
     fail(abort.message);
   }

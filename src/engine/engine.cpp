@@ -13,6 +13,7 @@
 #include "engine/frame.hpp"
 #include "segment/deadline.hpp"
 #include "segment/process.hpp"
+#include "segment/read_once.hpp"
 
 namespace zaris::engine {
 
@@ -341,6 +342,23 @@ Result<SegmentInfo> Engine::info() {
     info.capacities.max_value_bytes = layout_.caps.max_value_bytes;
     info.capacities.max_events = layout_.caps.max_events;
     info.capacities.max_processes = layout_.caps.max_processes;
+    info.capacities.data_bytes = std::uint64_t{layout_.caps.data_kib} * 1024;
+    const segment::DataRegionUsage data = store_.data().usage();
+    info.data_bytes = data.area_bytes;
+    info.data_held_bytes = data.held_bytes;
+    info.data_used_bytes = data.used_bytes;
+    info.data_largest_free = data.largest_free_block;
+    info.capacities.event_bytes = layout_.event_log_bytes;
+    info.event_log_bytes = layout_.event_log_bytes;
+    const std::uint64_t head = ring_->head;
+    const std::uint64_t first = ring_->first_valid.load(std::memory_order_relaxed);
+    if (first < head) {
+      info.events_kept = head - first;
+      // Read as a figure: what does not add up is check()'s to report.
+      const std::uint64_t at = segment::read_once(event_offset(first));
+      const std::uint64_t end = segment::read_once(ring_->head_offset);
+      if (at <= end && end - at <= layout_.event_log_bytes) info.event_log_used_bytes = end - at;
+    }
     info.revision = st.revision;
     for (std::uint32_t i = 0; i < layout_.caps.max_processes; ++i)
       if (store_.process_alive(store_.process(i))) ++info.processes;

@@ -232,8 +232,19 @@ class Engine {
   void wake_noted(Wakeups& noted);
   // Wakes every sleeper on a key slot's wake word, and counts them.
   void wake_key_word(std::uint32_t slot);
-  segment::EventSlotHeader& event_slot(std::uint64_t index) const;
-  segment::EventSlotHeader& ring_slot(std::uint64_t slot) const;  // slot < max_events
+  // Where event `index`'s record starts in the log (a logical byte): its
+  // entry of the event index, unchecked.
+  std::uint64_t& event_offset(std::uint64_t index) const;
+  // The record of event `index`, first_valid <= index < head, checked (its
+  // place, its index, its lengths); aborts (corrupt_segment) if it is not.
+  // `header` is the copy that was checked; `bytes`, its key then its value;
+  // `offset`, where it starts in the log (logical).
+  struct EventRecord {
+    segment::EventSlotHeader header;
+    const char* bytes;
+    std::uint64_t offset;
+  };
+  EventRecord event_record(std::uint64_t index) const;
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;

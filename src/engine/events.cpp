@@ -1,9 +1,10 @@
-// The event ring (docs/coordination.md, "The event ring"): appending, and
-// reading from a watcher's cursor.
+// The event log (docs/memory.md, "The event log"): events back to back,
+// appended and found by index.
 #include "engine/engine.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
@@ -11,13 +12,30 @@
 
 namespace zaris::engine {
 
-segment::EventSlotHeader& Engine::event_slot(std::uint64_t index) const {
-  return ring_slot(index % layout_.caps.max_events);
+std::uint64_t& Engine::event_offset(std::uint64_t index) const {
+  return reinterpret_cast<std::uint64_t*>(mapping_->base() +
+                                          layout_.event_index_offset)[index % layout_.caps.max_events];
 }
 
-segment::EventSlotHeader& Engine::ring_slot(std::uint64_t slot) const {
-  return *reinterpret_cast<segment::EventSlotHeader*>(
-      mapping_->base() + layout_.event_slots_offset + slot * layout_.event_slot_bytes);
+Engine::EventRecord Engine::event_record(std::uint64_t index) const {
+  // Each word once, and checked before it is followed: the record lies in
+  // the written window, within the log, and is the one asked for.
+  const std::uint64_t log = layout_.event_log_bytes;
+  const std::uint64_t end = segment::read_once(ring_->head_offset);
+  const std::uint64_t at = segment::read_once(event_offset(index));
+  if (at % 8 != 0 || at >= end || end - at > log || at % log + sizeof(segment::EventSlotHeader) > log)
+      [[unlikely]]
+    corrupt_value("event log: the offset of event", index);
+  const auto& record = *reinterpret_cast<const segment::EventSlotHeader*>(
+      mapping_->base() + layout_.event_log_offset + at % log);
+  const segment::EventSlotHeader e = segment::read_once(record);
+  const std::uint64_t bytes = segment::event_record_bytes(e.key_len, e.value_len);
+  if (e.index != index || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
+      e.value_len > layout_.caps.max_value_bytes || at % log + bytes > log ||
+      bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
+      e.reason > segment::kReasonOwnerDied) [[unlikely]]
+    corrupt_value("event log: the record of event", index);
+  return EventRecord{e, reinterpret_cast<const char*>(&record + 1), at};
 }
 
 std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
@@ -30,41 +48,60 @@ std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
 void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
                   std::uint64_t revision) {
   segment::EventRingHeader& ring = *ring_;
-  const std::uint64_t capacity = layout_.caps.max_events;
+  const std::uint64_t log = layout_.event_log_bytes;
   const std::uint64_t index = ring.head;
-  const std::uint64_t slot = index % capacity;  // one division: the previous slot is beside it
-  if (index > 0 && ring_slot(slot == 0 ? capacity - 1 : slot - 1).revision > revision)
-    abort_corrupt("an event would go out of revision order");
-  segment::EventSlotHeader& e = ring_slot(slot);
-  if (index >= capacity) {
-    // The slot holds event index - capacity: give it up first. Not
-    // journaled: a rollback may cost history, never falsify it. A slot that
-    // holds an undone event instead (written past the head by an operation
-    // rolled back) gave its event up when that one overwrote it.
-    std::uint64_t first = index - capacity + 1;
-    if (ring.first_valid.load(std::memory_order_relaxed) < first)
-      ring.first_valid.store(first, std::memory_order_relaxed);
-    if (segment::read_once(e.index) == index - capacity) {
-      std::uint64_t lost = std::min(e.revision, revision);
-      if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
-        ring.compacted_revision.store(lost, std::memory_order_relaxed);
-    }
+  std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
+  if (first > index) [[unlikely]]
+    corrupt_value("event log's oldest event", first);
+  std::string_view name;
+  std::string_view value;
+  if (type == segment::kEventPut) {
+    std::tie(name, value) = store_.key_and_value(k);
+  } else {
+    name = store_.key_bytes(k);
   }
-  std::string_view name = store_.key_bytes(k);
-  std::string_view value = type == segment::kEventPut ? store_.value_bytes(k) : std::string_view();
-  e.index = index;
-  e.revision = revision;
-  e.create_revision = k.create_revision;
-  e.mod_revision = type == segment::kEventPut ? k.mod_revision : revision;
-  e.version = type == segment::kEventPut ? k.version : 0;
-  e.lease_id = k.lease_id;
-  e.key_len = static_cast<std::uint32_t>(name.size());
-  e.value_len = static_cast<std::uint32_t>(value.size());
-  e.type = type;
-  e.reason = reason;
-  char* data = reinterpret_cast<char*>(&e + 1);
+  const std::uint64_t bytes = segment::event_record_bytes(name.size(), value.size());
+  // A record never runs past the log's end: one that would starts the next
+  // turn. (The layout makes the largest record fit the log.)
+  std::uint64_t at = segment::read_once(ring.head_offset);
+  // (Logical offsets grow by at most 2 MiB an event: 2^64 is never reached
+  // but by a scribbled word.)
+  if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log) [[unlikely]]
+    corrupt_value("event log's head offset", at);
+  const std::uint64_t end = at;  // the head offset: the window's end
+  if (at % log + bytes > log) at += log - at % log;
+  // The oldest events go while the new one would pass the log's bytes or its
+  // index's length. Not journaled: a rollback may cost history, never
+  // falsify it (an undone event's bytes lie past the head, unread).
+  // (The oldest's offset, checked against the window, decides; the record
+  // itself is read, and checked, only to be evicted.)
+  while (first < index) {
+    const std::uint64_t oldest = segment::read_once(event_offset(first));
+    if (oldest % 8 != 0 || oldest > end || end - oldest > log) [[unlikely]]
+      corrupt_value("event log's offset of its oldest event", oldest);
+    if (index - first < layout_.caps.max_events && at + bytes - oldest <= log) break;
+    const std::uint64_t lost = std::min(event_record(first).header.revision, revision);
+    if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
+      ring.compacted_revision.store(lost, std::memory_order_relaxed);
+    ring.first_valid.store(++first, std::memory_order_relaxed);
+  }
+  auto* e = reinterpret_cast<segment::EventSlotHeader*>(mapping_->base() +
+                                                        layout_.event_log_offset + at % log);
+  e->index = index;
+  e->revision = revision;
+  e->create_revision = k.create_revision;
+  e->mod_revision = type == segment::kEventPut ? k.mod_revision : revision;
+  e->version = type == segment::kEventPut ? k.version : 0;
+  e->lease_id = k.lease_id;
+  e->key_len = static_cast<std::uint32_t>(name.size());
+  e->value_len = static_cast<std::uint32_t>(value.size());
+  e->type = type;
+  e->reason = reason;
+  char* data = reinterpret_cast<char*>(e + 1);
   std::memcpy(data, name.data(), name.size());
-  if (!value.empty()) std::memcpy(data + layout_.caps.max_key_bytes, value.data(), value.size());
+  if (!value.empty()) std::memcpy(data + name.size(), value.data(), value.size());
+  event_offset(index) = at;  // past the head: unread until it moves
+  tx.set(ring.head_offset, at + bytes);
   tx.set(ring.head, index + 1);
   bump(tx, channels_->events, tx.wakeups.events);
 }

@@ -75,7 +75,61 @@ void corrupt_value(const char* what, std::uint64_t value) {
 std::string_view Store::value_bytes(const KeySlotHeader& k) const {
   const std::uint32_t len = segment::read_once(k.value_len);
   if (len > layout_->caps.max_value_bytes) abort_corrupt("value length");
-  return {reinterpret_cast<const char*>(&k + 1) + layout_->caps.max_key_bytes, len};
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::uint8_t* bytes = data_.bytes(segment::read_once(k.data_block), key_len + len);
+  return {reinterpret_cast<const char*>(bytes) + key_len, len};
+}
+
+std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k) const {
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  const std::uint32_t value_len = segment::read_once(k.value_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  if (value_len > layout_->caps.max_value_bytes) [[unlikely]]
+    corrupt_value("value length", value_len);
+  const auto* bytes = reinterpret_cast<const char*>(
+      data_.bytes(segment::read_once(k.data_block), std::uint64_t{key_len} + value_len));
+  return {std::string_view(bytes, key_len), std::string_view(bytes + key_len, value_len)};
+}
+
+std::string Store::data_full_message() const {
+  const segment::DataRegionUsage u = data_.usage();
+  return "the data region is full: " + std::to_string(u.free_bytes) +
+         " bytes free, the largest block " + std::to_string(u.largest_free_block);
+}
+
+bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value) {
+  KeySlotHeader& k = key(slot);
+  if (k.used != kKeyLive && k.used != kKeyVacant) abort_corrupt("writing a free key slot");
+  const std::uint32_t key_len = segment::read_once(k.key_len);
+  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::uint32_t block = segment::read_once(k.data_block);
+  const segment::DataRegion::Used held = data_.used(block);  // checks the block
+  if (key_len > held.length) [[unlikely]]
+    corrupt_value("key length", key_len);
+  const std::string_view name(reinterpret_cast<const char*>(held.payload), key_len);
+  const auto length = static_cast<std::uint32_t>(name.size() + value.size());
+  if (length <= held.capacity) {
+    // In place; a value of another size first sets the block's length (and
+    // gives back what a shrink no longer needs).
+    if (length != held.length) data_.resize(tx, block, length);
+    tx.write_bytes(held.payload + name.size(), value.data(), value.size());
+  } else {
+    // The new block first: a full region changes nothing. It is never the
+    // old one, which is freed after.
+    const std::uint32_t moved = allocate_evicting(tx, length, slot);
+    if (moved == kNone) return false;
+    std::uint8_t* to = data_.bytes(moved, length);
+    tx.init_bytes(to, name.data(), name.size());  // a block just taken
+    tx.init_bytes(to + name.size(), value.data(), value.size());
+    tx.set(k.data_block, moved);
+    data_.free(tx, block);
+  }
+  tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+  return true;
 }
 
 bool Store::key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const {
@@ -240,8 +294,17 @@ void Store::hash_remove(Tx& tx, std::uint64_t bucket) {
 }
 
 std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key,
-                                std::uint64_t revision) {
+                                std::string_view value, std::uint64_t revision) {
   StoreState& st = *state_;
+  if (st.key_free_head == kNone && st.key_high_water >= layout_->caps.max_keys) return kNone;
+  // The block before any write: a full region changes nothing. (Vacant keys
+  // it removed to make room are part of this transaction, undone with it.)
+  const auto length = static_cast<std::uint32_t>(key.size() + value.size());
+  const std::uint64_t changes = index_changes_;
+  const std::uint32_t block = allocate_evicting(tx, length, kNone);
+  if (block == kNone) return kNoBlock;
+  Probe moved;
+  const Probe& at = changes == index_changes_ ? probe : (moved = find(key));
   std::uint32_t slot;
   if (st.key_free_head != kNone) {
     slot = st.key_free_head;
@@ -263,14 +326,17 @@ std::uint32_t Store::insert_key(Tx& tx, const Probe& probe, std::string_view key
   tx.init(k.mod_revision, revision);
   tx.init(k.version, std::uint64_t{1});
   tx.init(k.key_len, static_cast<std::uint32_t>(key.size()));
-  tx.init(k.value_len, 0u);
+  tx.init(k.value_len, static_cast<std::uint32_t>(value.size()));
   tx.init(k.lease_prev, kNone);
   tx.init(k.lease_next, kNone);
-  tx.init_bytes(key_data(k), key.data(), key.size());
+  tx.init(k.data_block, block);
+  std::uint8_t* bytes = data_.bytes(block, length);
+  tx.init_bytes(bytes, key.data(), key.size());  // a block just taken
+  tx.init_bytes(bytes + key.size(), value.data(), value.size());
   tx.set(st.key_count, st.key_count + 1);
   ++index_changes_;
-  tx.set(buckets_[probe.bucket], std::uint64_t{probe.hash32} << 32 | (std::uint64_t{slot} + 1));
-  skip_insert(tx, slot, key, probe.hash32);
+  tx.set(buckets_[at.bucket], std::uint64_t{at.hash32} << 32 | (std::uint64_t{slot} + 1));
+  skip_insert(tx, slot, key, at.hash32);
   return slot;
 }
 
@@ -325,7 +391,10 @@ void Store::remove_key(Tx& tx, const Probe& probe) {
   skip_remove(tx, slot, name);
   if (k.lease_id != 0) lease_list_unlink(tx, slot);
   if (st.key_count == 0) abort_corrupt("key count");
+  const std::uint32_t block = k.data_block;
   tx.set(k.used, kKeyFree);
+  tx.set(k.data_block, kNone);
+  data_.free(tx, block);  // after the last read of its key
   tx.set(k.next_free, st.key_free_head);
   tx.set(st.key_free_head, slot);
   tx.set(st.key_count, st.key_count - 1);
@@ -369,6 +438,8 @@ void Store::vacate_key(Tx& tx, std::uint32_t slot) {
   if (k.used != kKeyLive) abort_corrupt("vacating a key that is not live");
   if (st.vacant_count > segment::kMaxVacantKeys) abort_corrupt("vacant key count");
   if (st.vacant_count == segment::kMaxVacantKeys) remove_oldest_vacant(tx);
+  // Its block stays whole, for a put of the same key (a lock taken again)
+  // to write in place; a full region takes it back (allocate_evicting).
   tx.set(k.used, kKeyVacant);  // it stays on its lease's list: it goes when the lease ends
   if (st.vacant_head == kNone) {
     tx.set(k.next_free, slot);
@@ -402,6 +473,24 @@ bool Store::evict_vacant_for_insert(Tx& tx) {
 
 void Store::remove_oldest_vacant(Tx& tx) {
   remove_key(tx, vacant_key(state_->vacant_head).vacant_prev);  // checks it is vacant
+}
+
+std::uint32_t Store::allocate_evicting(Tx& tx, std::uint32_t length, std::uint32_t keep) {
+  for (std::uint32_t tries = 0; tries <= segment::kMaxVacantKeys; ++tries) {
+    const std::uint32_t block = data_.allocate(tx, length);
+    if (block != kNone) return block;
+    // Full: the oldest vacant key other than `keep` goes, and its block
+    // with it; at most kMaxVacantKeys tries.
+    const StoreState& st = *state_;
+    if (st.vacant_head == kNone) return kNone;
+    std::uint32_t oldest = vacant_key(st.vacant_head).vacant_prev;
+    if (oldest == keep) {
+      if (st.vacant_count < 2) return kNone;
+      oldest = vacant_key(oldest).vacant_prev;  // the next newer
+    }
+    remove_key(tx, oldest);
+  }
+  abort_corrupt("vacant key list longer than its bound");
 }
 
 }  // namespace zaris::engine

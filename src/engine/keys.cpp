@@ -76,40 +76,40 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   if (options.if_mod_revision && *options.if_mod_revision != current_mod)
     return Error{Errc::revision_mismatch, "key's mod revision is " + std::to_string(current_mod) +
                                               ", not " + std::to_string(*options.if_mod_revision)};
-  if (probe.slot == kNone && tx.empty() && store_.evict_vacant_for_insert(tx)) {
-    // No slot was free: the oldest vacant one was freed, to be written below
-    // as a fresh slot without undo records, so its removal must not be undone.
-    // Readers never saw it. (With other writes in this transaction there is
-    // no such commit, and no eviction: a full table is full.)
-    tx.commit();
+  if (probe.slot == kNone && store_.evict_vacant_for_insert(tx)) {
+    // No slot was free: the oldest vacant one goes, in this transaction (a
+    // put that fails after brings it back). Readers never saw it.
     probe = store_.find(key);
   }
-  StoreState& st = store_.state();
-  if (probe.slot != kNone && !exists && !vacant) {
-    // The key died with its lease and was not reaped yet: its DELETE comes
-    // first, in a revision of its own.
-    // (In a transaction that wrote already, it shares the transaction's.)
-    const KeySlotHeader& old = store_.key(probe.slot);
-    std::uint64_t at = write_revision.value;
-    if (at == 0) {
-      tx.set(st.revision, st.revision + 1);
-      at = st.revision;
-    }
-    emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(old.lease_id))),
-         old, at);
+  // The key died with its lease and was not reaped yet: its DELETE comes
+  // first, in a revision of its own (in a transaction that wrote already, it
+  // shares the transaction's). It is emitted once the value has its block:
+  // the event log may give up its oldest events for it, which no rollback
+  // brings back, so the likeliest failure (a full data region) comes before.
+  const bool died = probe.slot != kNone && !exists && !vacant;
+  std::uint64_t delete_at = write_revision.value;
+  if (died && delete_at == 0) {
+    StoreState& st = store_.state();
+    tx.set(st.revision, st.revision + 1);
+    delete_at = st.revision;
   }
   const std::uint64_t revision = take_revision(tx, write_revision);
   std::uint32_t slot = probe.slot;
   if (slot == kNone) {
-    slot = store_.insert_key(tx, probe, key, revision);
+    slot = store_.insert_key(tx, probe, key, value, revision);
     if (slot == kNone)
       return Error{Errc::no_space,
                    "key table is full (" + std::to_string(layout_.caps.max_keys) + " keys)"};
-    KeySlotHeader& k = store_.key(slot);
-    tx.init_bytes(store_.value_data(k), value.data(), value.size());  // a slot just taken
-    tx.init(k.value_len, static_cast<std::uint32_t>(value.size()));
+    if (slot == Store::kNoBlock) return Error{Errc::no_space, store_.data_full_message()};
   } else {
     KeySlotHeader& k = store_.key(slot);
+    // The value first: a data region with no block for it changes nothing
+    // (and what the put wrote before is rolled back with the error).
+    if (!store_.write_value(tx, slot, value))
+      return Error{Errc::no_space, store_.data_full_message()};
+    if (died)
+      emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(k.lease_id))),
+           k, delete_at);
     if (!exists) {
       // The old key was deleted (its slot kept vacant) or died with its
       // lease: this put creates it anew.
@@ -120,8 +120,6 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
       tx.set(k.version, k.version + 1);
     }
     tx.set(k.mod_revision, revision);
-    tx.write_bytes(store_.value_data(k), value.data(), value.size());
-    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
   }
   store_.set_key_lease(tx, slot, lease_id);
   tx.put_slot = slot;

@@ -22,7 +22,8 @@ Store::Store(std::uint8_t* base, const Layout& layout) noexcept
       buckets_(reinterpret_cast<std::uint64_t*>(base + layout.buckets_offset)),
       processes_(reinterpret_cast<ProcessSlot*>(base + layout.processes_offset)),
       slot_mask_((std::uint64_t{1} << layout.lease_slot_bits) - 1),
-      hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed) {}
+      hash_seed_(reinterpret_cast<const segment::Header*>(base)->hash_seed),
+      data_(base, layout.data_offset, layout.data_bytes) {}
 
 bool cas_lease_pair(LeaseSlot& lease, std::uint64_t id, std::uint64_t expected_deadline,
                     std::uint64_t new_deadline) noexcept {

@@ -12,8 +12,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <string_view>
 
+#include "segment/data_region.hpp"
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
 #include "segment/read_once.hpp"
@@ -86,6 +88,8 @@ class Store {
   segment::LockedCounters& counters() const { return *counters_; }
   segment::JournalHeader& journal() const { return *journal_; }
   std::uint64_t hash_seed() const { return hash_seed_; }
+  // The data region: every key's key bytes and value bytes (docs/memory.md).
+  const segment::DataRegion& data() const { return data_; }
 
   // ---- leases (lease_table.cpp) ----
   LeaseSlot& lease(std::uint32_t slot) const {
@@ -165,15 +169,17 @@ class Store {
       corrupt_value("key slot index", slot);
     return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
   }
+  // A live or vacant key's bytes, in its data block; aborts unless the slot
+  // names a used block that holds them.
   std::string_view key_bytes(const KeySlotHeader& k) const {
     const std::uint32_t len = segment::read_once(k.key_len);
     if (len == 0 || len > layout_->caps.max_key_bytes) [[unlikely]]
       corrupt_value("key length", len);
-    return {reinterpret_cast<const char*>(&k + 1), len};
+    return {reinterpret_cast<const char*>(data_.bytes(segment::read_once(k.data_block), len)), len};
   }
   std::string_view value_bytes(const KeySlotHeader& k) const;
-  char* key_data(KeySlotHeader& k) const { return reinterpret_cast<char*>(&k + 1); }
-  char* value_data(KeySlotHeader& k) const { return key_data(k) + layout_->caps.max_key_bytes; }
+  // Both, the block checked once.
+  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const;
   // Live, and its lease (if any) live at `now`.
   bool key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const;
 
@@ -191,9 +197,21 @@ class Store {
   // Probe taken when it read n stays right while it reads n (a key's slot
   // keeps its place while it is rewritten, deleted to vacant or revived).
   std::uint64_t index_changes() const noexcept { return index_changes_; }
-  // Adds a new key at probe.bucket; returns its slot, kNone when the table is full.
+  // insert_key's answer when the data region has no block for the key.
+  static constexpr std::uint32_t kNoBlock = kNone - 1;
+  // Adds a new key holding `value` at probe.bucket; returns its slot, kNone
+  // when the table is full, kNoBlock when the data region has no block for
+  // the key and value (then nothing was written: the block is taken first).
   std::uint32_t insert_key(Tx& tx, const Probe& probe, std::string_view key,
-                           std::uint64_t revision);
+                           std::string_view value, std::uint64_t revision);
+  // Sets the value of the live or vacant key in `slot`: in place when the key
+  // and value fit its block, else in a new block (allocated and written
+  // first, the old one freed after). False when the data region has no such
+  // block; then nothing was written.
+  bool write_value(Tx& tx, std::uint32_t slot, std::string_view value);
+  // Why a put found no block: "the data region is full: N bytes free, the
+  // largest block M".
+  std::string data_full_message() const;
   // Unlinks the key (live or vacant) from the hash, the skip list, its lease
   // and (vacant) the vacant list, and frees it.
   void remove_key(Tx& tx, std::uint32_t slot);
@@ -285,6 +303,11 @@ class Store {
   KeySlotHeader& vacant_key(std::uint32_t slot) const;  // aborts unless it is vacant
   void vacant_unlink(Tx& tx, std::uint32_t slot);
   void remove_oldest_vacant(Tx& tx);
+  // A data block of `length` bytes; when the region is full, vacant keys
+  // (oldest first, never `keep`) are removed until one is free or none is
+  // left (kNone: full). Any Probe taken before is stale if index_changes()
+  // moved.
+  std::uint32_t allocate_evicting(Tx& tx, std::uint32_t length, std::uint32_t keep);
   void heap_sift_up(Tx& tx, std::uint32_t pos);
   void heap_sift_down(Tx& tx, std::uint32_t pos);
   void heap_place(Tx& tx, std::uint32_t pos, const HeapEntry& entry);
@@ -301,6 +324,7 @@ class Store {
   ProcessSlot* processes_;
   std::uint64_t slot_mask_;
   std::uint64_t hash_seed_;
+  segment::DataRegion data_;
   std::uint64_t index_changes_ = 0;
 };
 

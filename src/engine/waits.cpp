@@ -178,9 +178,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
           std::uint64_t hi = head;
           while (lo < hi) {  // the first event with revision >= from
             std::uint64_t mid = lo + (hi - lo) / 2;
-            const segment::EventSlotHeader& probe = event_slot(mid);
-            if (probe.index != mid) abort_corrupt("event " + std::to_string(mid));
-            if (probe.revision < from) {
+            if (event_record(mid).header.revision < from) {
               lo = mid + 1;
             } else {
               hi = mid;
@@ -196,14 +194,9 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       // Bounded work under the lock: a narrow watcher far behind comes back.
       const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
       for (; i < scan_end && out.events.size() < max; ++i) {
-        const segment::EventSlotHeader& slot = event_slot(i);
-        const segment::EventSlotHeader e = segment::read_once(slot);
-        if (e.index != i || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
-            e.value_len > layout_.caps.max_value_bytes ||
-            (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
-            e.reason > segment::kReasonOwnerDied)
-          abort_corrupt("event " + std::to_string(i));
-        const char* data = reinterpret_cast<const char*>(&slot + 1);
+        const EventRecord record = event_record(i);  // checked
+        const segment::EventSlotHeader& e = record.header;
+        const char* data = record.bytes;
         std::string_view name(data, e.key_len);
         cursor.next_revision = e.revision;
         if (e.revision < cursor.skip_below) continue;
@@ -213,7 +206,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         ev.reason = static_cast<DeleteReason>(e.type == segment::kEventPut ? 0 : e.reason);
         ev.revision = e.revision;
         ev.kv.key.assign(name);
-        ev.kv.value.assign(data + layout_.caps.max_key_bytes, e.value_len);
+        ev.kv.value.assign(data + e.key_len, e.value_len);
         ev.kv.lease = LeaseId(e.lease_id);
         ev.kv.create_revision = e.create_revision;
         ev.kv.mod_revision = e.mod_revision;

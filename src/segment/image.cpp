@@ -6,6 +6,7 @@
 #include <random>
 #include <string>
 
+#include "segment/data_region.hpp"
 #include "segment/mapping.hpp"
 #include "segment/process.hpp"
 #include "segment/robust_mutex.hpp"
@@ -114,6 +115,9 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
         return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(prc)};
     processes[i].lease_head = kNone;
   }
+
+  if (!DataRegion(base, layout.data_offset, layout.data_bytes).format())
+    return Error{Errc::invalid_argument, "the data region is too small"};
 
   auto* journal = reinterpret_cast<JournalHeader*>(base + layout.journal_offset);
   journal->capacity_bytes = layout.journal_capacity;

@@ -8,11 +8,13 @@
 //   Journal     the undo log of the operation in progress
 //   LeaseSlot[max_leases]
 //   HeapEntry[max_leases]          expiry min-heap (lazily revalidated)
-//   KeySlot[max_keys]              header + key bytes + value bytes
+//   KeySlotHeader[max_keys]        a key's header; its bytes are in the data region
 //   u64 buckets[hash_buckets]      open-addressing hash index of keys
 //   Channels                       futex words waiters sleep on
-//   EventRingHeader, EventSlot[max_events]
+//   EventRingHeader, u64 event_index[max_events], event bytes[event_kib KiB]
+//                                  the event log: events back to back (docs/memory.md)
 //   ProcessSlot[max_processes]     the process registry (docs/owners.md)
+//   DataRegionHeader, data blocks  every key's key and value bytes (docs/memory.md)
 //
 // Writers: only the creator writes the Header (but its poison fields, see there). Every other word
 // is written by the holder of Control::mutex, through the journal (Tx), with three exceptions
@@ -43,7 +45,10 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // version 8 would hold the first alone and be taken for dead. Key waits
 // sleep on their slot's wake word (KeySlotHeader::wake), which a process of
 // version 8 would not bump.
-inline constexpr std::uint32_t kLayoutVersion = 9;
+// 10: keys' key bytes and value bytes live in blocks of the data region
+// (docs/memory.md), which a key slot names (KeySlotHeader::data_block); key
+// slots no longer hold them, and the capacities carry the region's size.
+inline constexpr std::uint32_t kLayoutVersion = 10;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -56,8 +61,11 @@ inline constexpr std::uint32_t kMaxKeyBytesLimit = 4096;
 inline constexpr std::uint32_t kMaxValueBytesLimit = 1u << 20;
 inline constexpr std::uint32_t kMaxEventsLimit = 1u << 20;
 inline constexpr std::uint32_t kMaxProcessesLimit = 1u << 16;
-// More than one transaction ever appends (a batch of 32 keys, or a put's two
-// events), so a rolled-back transaction never gives up events still readable.
+inline constexpr std::uint32_t kMinDataKib = 64;        // 64 KiB
+inline constexpr std::uint32_t kMaxDataKib = 1u << 26;  // 64 GiB
+inline constexpr std::uint32_t kMinEventKib = 64;        // 64 KiB
+inline constexpr std::uint32_t kMaxEventKib = 1u << 24;  // 16 GiB
+// The fewest events the event index holds (its length, max_events).
 inline constexpr std::uint32_t kMinEvents = 64;
 inline constexpr std::uint32_t kKeyChannels = 256;  // futex words keys hash onto
 
@@ -94,9 +102,11 @@ struct Capacities {
   std::uint32_t max_value_bytes;
   std::uint32_t max_events;
   std::uint32_t max_processes;
+  std::uint32_t data_kib;   // bytes of the data region's blocks, in KiB
+  std::uint32_t event_kib;  // bytes of the event log, in KiB
   friend bool operator==(const Capacities&, const Capacities&) = default;
 };
-static_assert(sizeof(Capacities) == 24);
+static_assert(sizeof(Capacities) == 32);
 
 // Written once by the creator before `ready`; read-only afterwards, but for
 // the poison fields: a locker whose repair failed writes poison_reason and
@@ -121,16 +131,15 @@ struct alignas(kCacheLine) Header {
   std::atomic<std::uint32_t> poisoned;  // 1 once a repair failed: the segment is lost
   std::uint32_t poison_pid;             // who found the repair failing
   char poison_reason[64];               // what failed, NUL-terminated if shorter
-  std::uint8_t reserved[8];
   std::atomic<std::uint32_t> ready;  // kReady, stored last with release order
   std::uint32_t reserved2;
 };
 static_assert(sizeof(Header) == 192);
 static_assert(offsetof(Header, abi) == 16);
 static_assert(offsetof(Header, capacities) == 32);
-static_assert(offsetof(Header, boot_id) == 64);
-static_assert(offsetof(Header, monotonic_offset_ns) == 96);
-static_assert(offsetof(Header, poisoned) == 104);
+static_assert(offsetof(Header, boot_id) == 72);
+static_assert(offsetof(Header, monotonic_offset_ns) == 104);
+static_assert(offsetof(Header, poisoned) == 112);
 static_assert(offsetof(Header, ready) == 184);
 
 // The store state: every field written by the mutex holder through the journal.
@@ -237,14 +246,20 @@ struct alignas(kCacheLine) Channels {
   std::atomic<std::uint64_t> janitor_wake_at;
 };
 
-// The event ring's state. `head` is written through the journal; the other
-// two only grow and are not journaled: a crash can shorten the history a
-// watcher may read, never falsify it.
+// The event log (docs/memory.md, "The event log"): event i's record starts
+// at logical byte event_index[i % max_events] of the log, at physical byte
+// (that) % event bytes; a record never runs past the log's end (one that
+// would starts at the next turn). head and head_offset are written through
+// the journal; first_valid and compacted_revision only grow, unjournaled (a
+// rollback can shorten the history, never falsify it; a rollback brings head
+// and head_offset back); records and index
+// entries past head are written without records, unread until head passes.
 struct alignas(kCacheLine) EventRingHeader {
   std::uint64_t head;                             // index of the next event
   std::atomic<std::uint64_t> first_valid;         // oldest index still readable
   std::atomic<std::uint64_t> compacted_revision;  // newest revision partly overwritten
-  std::uint8_t reserved[40];
+  std::uint64_t head_offset;                      // logical byte where the next record goes
+  std::uint8_t reserved[32];
 };
 static_assert(sizeof(EventRingHeader) == 64);
 
@@ -257,8 +272,10 @@ inline constexpr std::uint32_t kReasonExpired = 3;
 inline constexpr std::uint32_t kReasonOwnerDied = 4;
 
 // One event; key bytes then value bytes follow (value empty for a DELETE).
+// At the start of each record; the key's bytes then the value's follow, the
+// record padded to 8 bytes.
 struct EventSlotHeader {
-  std::uint64_t index;  // which event this slot holds (slots are reused)
+  std::uint64_t index;  // which event this record holds (the bytes are reused)
   std::uint64_t revision;
   std::uint64_t create_revision;
   std::uint64_t mod_revision;
@@ -270,6 +287,11 @@ struct EventSlotHeader {
   std::uint32_t reason;  // for a DELETE
 };
 static_assert(sizeof(EventSlotHeader) == 64);
+
+// The bytes of an event's record: its header, key and value, padded to 8.
+constexpr std::uint64_t event_record_bytes(std::uint64_t key_len, std::uint64_t value_len) {
+  return (sizeof(EventSlotHeader) + key_len + value_len + 7) / 8 * 8;
+}
 
 // One lease. 64 bytes, one cache line, so keep-alives of different leases
 // never share a line.
@@ -313,7 +335,9 @@ struct HeapEntry {
 };
 static_assert(sizeof(HeapEntry) == 16);
 
-// One key. The key bytes and value bytes follow the header in the slot.
+// One key. Its key bytes then its value bytes are held by one block of the
+// data region, `data_block` (docs/memory.md), of exactly key_len + value_len
+// bytes.
 struct KeySlotHeader {
   std::uint64_t lease_id;  // 0: no lease
   std::uint64_t create_revision;
@@ -333,8 +357,13 @@ struct KeySlotHeader {
   // sequence in bits 1-31, and in bit 0 "a sleeper may be waiting on it".
   // Bumped by the holder at every change of the slot (docs/coordination.md).
   std::atomic<std::uint32_t> wake;
+  // Live or vacant: the data block holding the key's bytes then its value's.
+  // Free: read by nobody (kNone once freed, 0 in a slot never used).
+  std::uint32_t data_block;
+  std::uint32_t reserved;
 };
-static_assert(sizeof(KeySlotHeader) == 120);
+static_assert(sizeof(KeySlotHeader) == 128);
+static_assert(offsetof(KeySlotHeader, data_block) == 120);
 static_assert(offsetof(KeySlotHeader, used) == 32);
 static_assert(offsetof(KeySlotHeader, lease_prev) == 48);
 static_assert(offsetof(KeySlotHeader, forward) == 60);
@@ -388,14 +417,17 @@ struct Layout {
   std::uint64_t leases_offset = 0;
   std::uint64_t heap_offset = 0;
   std::uint64_t keys_offset = 0;
-  std::uint64_t key_slot_bytes = 0;
+  std::uint64_t key_slot_bytes = 0;  // sizeof(KeySlotHeader)
   std::uint64_t buckets_offset = 0;
   std::uint64_t bucket_count = 0;  // power of two, >= 2 * max_keys
   std::uint64_t channels_offset = 0;
   std::uint64_t events_offset = 0;       // EventRingHeader
-  std::uint64_t event_slots_offset = 0;  // EventSlot[max_events]
-  std::uint64_t event_slot_bytes = 0;
+  std::uint64_t event_index_offset = 0;  // u64[max_events]
+  std::uint64_t event_log_offset = 0;    // the records' bytes
+  std::uint64_t event_log_bytes = 0;     // event_kib KiB
   std::uint64_t processes_offset = 0;  // ProcessSlot[max_processes]
+  std::uint64_t data_offset = 0;       // DataRegionHeader, then the blocks
+  std::uint64_t data_bytes = 0;        // the region's: header, bitmap, data_kib KiB of blocks
   std::uint64_t total_bytes = 0;
   std::uint32_t lease_slot_bits = 0;
 

@@ -261,7 +261,9 @@ Result<std::unique_ptr<Mapping>> Mapping::create(std::string_view name,
   if (!Layout::compute(to_capacities(segment_options), layout))
     return Error{Errc::invalid_argument,
                  "capacities out of range: leases and keys 1..16777216, key bytes 1..4096, "
-                 "value bytes 0..1048576"};
+                 "value bytes 0..1048576, events 64..1048576, data bytes 65536..68719476736 and "
+                 "event bytes 65536..17179869184 in whole KiB, each with room for the largest "
+                 "key with the largest value"};
   const mode_t mode = segment_options.mode;
   if ((mode & ~mode_t{07777}) != 0)
     return Error{Errc::invalid_argument, "mode has bits beyond 07777"};

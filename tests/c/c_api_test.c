@@ -157,6 +157,7 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   zaris_info info;
   CHECK(zaris_get_info(client, &info) == ZARIS_OK);
   CHECK(info.capacities.max_keys == 256 && info.revision > 0 && info.max_txn_bytes > 0);
+  CHECK(info.capacities.data_bytes == 256u << 10 && info.capacities.event_bytes == 128u << 10);
   zaris_counters counted;
   CHECK(zaris_get_counters(client, &counted) == ZARIS_OK);
   /* The earlier parts of this test granted leases and wrote events. */
@@ -281,8 +282,11 @@ int main(void) {
   zaris_segment_options options;
   zaris_segment_options_init(&options);
   CHECK(options.max_keys == 8192 && options.mode == 0600);
+  CHECK(options.data_bytes == 16u << 20 && options.event_bytes == 4u << 20);
   options.max_leases = 64;
   options.max_keys = 256;
+  options.data_bytes = 256u << 10;
+  options.event_bytes = 128u << 10;
   zaris_client* client = NULL;
   if (zaris_create(name, &options, NULL, &client) != ZARIS_OK) {
     fprintf(stderr, "create %s: %s\n", name, zaris_last_error());

@@ -32,6 +32,8 @@ zaris::SegmentOptions tiny() {
   o.max_key_bytes = 8;
   o.max_value_bytes = 8;
   o.max_events = 64;
+  o.data_bytes = 64 << 10;   // the least a data region may have
+  o.event_bytes = 64 << 10;  // and the least an event log may have
   return o;
 }
 

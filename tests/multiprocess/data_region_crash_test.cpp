@@ -17,10 +17,10 @@
 #include "segment/crash_point.hpp"
 #include "support.hpp"
 
-using zaris::engine::BlockHeader;
-using zaris::engine::DataRegion;
-using zaris::engine::DataRegionHeader;
-using zaris::engine::kBlockUnit;
+using zaris::segment::BlockHeader;
+using zaris::segment::DataRegion;
+using zaris::segment::DataRegionHeader;
+using zaris::segment::kBlockUnit;
 using zaris::segment::kNone;
 using zaris::segment::Tx;
 using zaris::test::RegionImage;
@@ -47,14 +47,15 @@ struct Scenario {
 // meets with its header and, if used, what it holds. (The bytes of free
 // blocks beyond their headers are read by nobody.)
 std::string view(const RegionImage& image) {
-  std::string out(reinterpret_cast<const char*>(&image.header()), sizeof(DataRegionHeader));
   const DataRegion region = image.region();
+  // The header and the bitmap of block starts.
+  std::string out(reinterpret_cast<const char*>(&image.header()), region.blocks_offset());
   for (std::uint64_t at = 0; at < region.area_units();) {
     const BlockHeader& b = image.block(static_cast<std::uint32_t>(at));
     out.append(reinterpret_cast<const char*>(&b), sizeof b);
     const std::uint32_t order = b.tag & 0xffu;
-    if (order > zaris::engine::kMaxBlockOrder) return out + "<bad order>";
-    if ((b.tag & ~0xffu) == zaris::engine::kBlockUsed)
+    if (order > zaris::segment::kMaxBlockOrder) return out + "<bad order>";
+    if ((b.tag & ~0xffu) == zaris::segment::kBlockUsed)
       out.append(reinterpret_cast<const char*>(&b + 1), b.length);
     at += std::uint64_t{1} << order;
   }
@@ -220,6 +221,17 @@ std::vector<Scenario> scenarios() {
          BOOST_REQUIRE(grown != kNone);
          write(region, tx, grown, 'n');
          region.free(tx, row[0]);
+       }},
+      {"a block shrunk 16 orders in place, its upper halves given back",
+       [](const DataRegion& region, Tx& tx) {
+         Blocks b = only_the_top_block_free(region, tx);
+         b.push_back(region.allocate(tx, DataRegion::kMaxLength));
+         write(region, tx, b.back(), 'o');
+         return b;
+       },
+       [](const DataRegion& region, Tx& tx, const Blocks& b) {
+         region.resize(tx, b.back(), 1);
+         tx.write_bytes(region.payload(b.back()), "n", 1);
        }},
       {"a block freed and taken again in one transaction",
        [](const DataRegion& region, Tx& tx) {

@@ -2,6 +2,7 @@
 // space; a full region refuses and changes nothing; every word it reads from
 // shared memory is checked, and check() finds what is wrong.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <random>
 
@@ -9,11 +10,11 @@
 #include "support.hpp"
 
 using zaris::Errc;
-using zaris::engine::BlockHeader;
-using zaris::engine::DataRegion;
-using zaris::engine::kBlockFree;
-using zaris::engine::kBlockUnit;
-using zaris::engine::kBlockUsed;
+using zaris::segment::BlockHeader;
+using zaris::segment::DataRegion;
+using zaris::segment::kBlockFree;
+using zaris::segment::kBlockUnit;
+using zaris::segment::kBlockUsed;
 using zaris::segment::kNone;
 using zaris::segment::TxAbort;
 using zaris::test::RegionImage;
@@ -216,6 +217,51 @@ BOOST_AUTO_TEST_CASE(a_rollback_restores_the_region_byte_for_byte) {
   BOOST_TEST(image.problems().empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_block_that_shrinks_gives_back_its_upper_halves) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 1u << 20);  // a 2 MiB block
+  BOOST_REQUIRE(b != kNone);
+  tx.commit();
+  const auto free_before = region.usage().free_bytes;
+  const auto before = image.snapshot();
+  // 100 bytes and its header: a 128-byte block; the 2 MiB less 128 go back,
+  // one block of each order from 2 to 15.
+  region.resize(tx, b, 100);
+  BOOST_TEST(region.length(b) == 100u);
+  BOOST_TEST(region.capacity(b) == 112u);
+  BOOST_TEST(region.usage().used_bytes == 128u);
+  BOOST_TEST(region.usage().held_bytes == 100u);
+  BOOST_TEST(region.usage().free_bytes == free_before + (2u << 20) - 128);
+  for (std::uint32_t order = 2; order < 16; ++order)
+    BOOST_TEST(image.header().free_head[order] != kNone, "no free block of order " << order);
+  BOOST_TEST(image.problems().empty());
+  // Within its order, in place: nothing given back.
+  region.resize(tx, b, 112);
+  BOOST_TEST(region.usage().used_bytes == 128u);
+  BOOST_TEST(image.problems().empty());
+  // Undone, the 2 MiB block is back byte for byte.
+  tx.rollback();
+  BOOST_TEST((image.snapshot() == before));
+  // Freed after a shrink, everything merges again.
+  region.resize(tx, b, 1);
+  region.free(tx, b);
+  tx.commit();
+  BOOST_TEST(region.usage().free_bytes == region.usage().area_bytes);
+  BOOST_TEST(region.usage().largest_free_block == 2u << 20);
+  BOOST_TEST(image.problems().empty());
+  // Beyond its capacity, or to nothing: refused before any write.
+  const std::uint32_t c = region.allocate(tx, 40);
+  tx.commit();
+  for (std::uint32_t length : {0u, region.capacity(c) + 1}) {
+    BOOST_CHECK_EXCEPTION(region.resize(tx, c, length), TxAbort, [](const TxAbort& abort) {
+      return abort.code == Errc::invalid_argument;
+    });
+    BOOST_TEST(tx.empty());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_length_out_of_range_is_refused_before_any_write) {
   RegionImage image;
   DataRegion region = image.region();
@@ -251,6 +297,51 @@ BOOST_AUTO_TEST_CASE(freeing_what_is_not_a_used_block_is_refused) {
   BOOST_CHECK_EXCEPTION((void)region.payload(b), TxAbort, corrupt);
   tx.rollback();
   BOOST_TEST(image.problems().empty());
+}
+
+// A used block's owner writes its payload as it likes: a block header forged
+// there is no block start, by the bitmap, and is never followed.
+BOOST_AUTO_TEST_CASE(a_tag_forged_in_a_payload_is_not_a_block) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 200);  // order 3: eight units
+  tx.commit();
+  // Headers of a used and a free order-0 block, at units 1 and 2 of b.
+  const BlockHeader used{kBlockUsed | 0, 8, kNone, kNone};
+  const BlockHeader free{kBlockFree | 0, 0, kNone, kNone};
+  std::memcpy(region.payload(b) + kBlockUnit - sizeof(BlockHeader), &used, sizeof used);
+  std::memcpy(region.payload(b) + 2 * kBlockUnit - sizeof(BlockHeader), &free, sizeof free);
+  BOOST_REQUIRE(image.block(b + 1).tag == (kBlockUsed | 0));
+  const auto before = image.snapshot();
+  BOOST_CHECK_EXCEPTION(region.free(tx, b + 1), TxAbort, corrupt);
+  tx.rollback();
+  BOOST_CHECK_EXCEPTION((void)region.payload(b + 1), TxAbort, corrupt);
+  BOOST_CHECK_EXCEPTION((void)region.bytes(b + 1, 1), TxAbort, corrupt);
+  BOOST_TEST((image.snapshot() == before));
+  // A list head pointed at the forged free block: refused as it is followed.
+  image.header().free_head[0] = b + 2;
+  BOOST_CHECK_EXCEPTION((void)region.allocate(tx, 1), TxAbort, corrupt);
+  tx.rollback();
+  BOOST_TEST(!image.problems().empty());
+}
+
+// check() compares the bitmap with the blocks it walks.
+BOOST_AUTO_TEST_CASE(a_bitmap_that_disagrees_with_the_blocks_is_reported) {
+  RegionImage image;
+  DataRegion region = image.region();
+  auto tx = image.tx();
+  const std::uint32_t b = region.allocate(tx, 200);
+  tx.commit();
+  BOOST_REQUIRE(image.problems().empty());
+  auto& word = image.at<std::uint64_t>(sizeof(zaris::segment::DataRegionHeader) + (b + 1) / 64 * 8);
+  word ^= std::uint64_t{1} << ((b + 1) % 64);  // a start inside b
+  BOOST_TEST(!image.problems().empty());
+  word ^= std::uint64_t{1} << ((b + 1) % 64);
+  word ^= std::uint64_t{1} << (b % 64);  // b's own start gone
+  BOOST_TEST(!image.problems().empty());
+  BOOST_CHECK_EXCEPTION(region.free(tx, b), TxAbort, corrupt);
+  tx.rollback();
 }
 
 BOOST_AUTO_TEST_CASE(a_block_merged_into_its_lower_buddy_cannot_be_freed_again) {

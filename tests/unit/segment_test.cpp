@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "coordination/queue.hpp"
+#include "segment/data_region.hpp"
 #include "segment/layout.hpp"
 #include "support.hpp"
 
@@ -118,6 +120,26 @@ BOOST_AUTO_TEST_CASE(bad_names_and_capacities) {
                (options.mode == 010000 ? zaris::segment_size(small_segment()) : 0u));
   }
   BOOST_TEST(Client::open(name).code() == Errc::not_found);
+}
+
+// A segment of layout version 9 (keys' bytes in their slots) is refused by
+// name, both versions said.
+BOOST_AUTO_TEST_CASE(refuses_a_segment_of_layout_version_9) {
+  using zaris::segment::Header;
+  std::string name = unique_segment_name("v9");
+  {
+    auto created = Client::create(name, small_segment());
+    BOOST_REQUIRE(created.ok());
+  }
+  poke_value<std::uint32_t>(shm_path(name), offsetof(Header, layout_version), 9);
+  auto opened = Client::open(name);
+  BOOST_TEST(opened.code() == Errc::incompatible_segment);
+  if (!opened.ok()) {
+    BOOST_TEST_MESSAGE("open: " << opened.error().message);
+    BOOST_TEST(opened.error().message.find("layout version 9") != std::string::npos);
+    BOOST_TEST(opened.error().message.find("reads version 10") != std::string::npos);
+  }
+  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 BOOST_AUTO_TEST_CASE(refuses_another_layout_abi_boot_or_a_damaged_file) {
@@ -390,6 +412,41 @@ BOOST_AUTO_TEST_CASE(corrupt_vacant_list_and_back_links_yield_errors) {
   poke_value<std::uint32_t>(shm_path(name), slot(3, offsetof(KeySlotHeader, next_free)), 3);
   BOOST_TEST(!created->check()->empty());
   BOOST_TEST(created->put("gone2", "back").code() == Errc::corrupt_segment);
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+// A key slot's data block is read from the segment too: one out of the
+// region, one that is no block start, or one another key owns give errors,
+// never bytes from elsewhere.
+BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
+  using namespace zaris::segment;
+  std::string name = unique_segment_name("corrupt");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  Layout layout;
+  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
+  const auto field = static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, data_block));
+  BOOST_REQUIRE(created->put("a", std::string(40, 'a')).ok());  // slot 0
+  BOOST_REQUIRE(created->put("b", "b").ok());                   // slot 1
+  BOOST_REQUIRE(created->check()->empty());
+  const std::uint32_t units = layout.caps.data_kib * 1024 / kBlockUnit;
+  for (std::uint32_t bad : {units, ~0u, 1u}) {
+    poke_value<std::uint32_t>(shm_path(name), field, bad);
+    BOOST_TEST(created->get("a").code() == Errc::corrupt_segment);
+    BOOST_TEST(created->put("a", "x").code() == Errc::corrupt_segment);
+    BOOST_TEST(!created->check()->empty());
+  }
+  // Slot 1's block: two owners, and one block not owned.
+  std::uint32_t second = 0;
+  {
+    std::ifstream in(shm_path(name), std::ios::binary);
+    in.seekg(static_cast<off_t>(field + layout.key_slot_bytes));
+    in.read(reinterpret_cast<char*>(&second), sizeof second);
+  }
+  poke_value<std::uint32_t>(shm_path(name), field, second);
+  auto found = created->check();
+  BOOST_REQUIRE(found.ok());
+  BOOST_TEST(found->size() >= 2u);
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 

@@ -169,7 +169,9 @@ BOOST_AUTO_TEST_CASE(a_full_file_system_refuses_creation_and_leaves_nothing) {
   options.max_value_bytes = 128;
   options.max_events = 64;
   options.max_processes = 4;
-  BOOST_REQUIRE(zaris::segment_size(options) < 300 * 1024);
+  options.data_bytes = 64 << 10;
+  options.event_bytes = 64 << 10;
+  BOOST_REQUIRE(zaris::segment_size(options) < 1024 * 1024);
   {
     auto small = Client::create(path, options);
     BOOST_REQUIRE(small.ok());

@@ -1,8 +1,13 @@
-// Watch in a segment: its event ring (compaction) and a corrupt event (the
+// Watch in a segment: its event log (compaction by count and by bytes, a
+// log that wraps with events of mixed sizes) and a corrupt event (the
 // semantics of watch and wait are in tests/conformance).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
 
 #include "segment/layout.hpp"
 
@@ -20,9 +25,164 @@ zaris::SegmentOptions few_events() {
   return o;
 }
 
+// A 64 KiB event log and values up to 16 KiB: a few large events fill it.
+zaris::SegmentOptions small_log() {
+  auto o = zaris::test::small_segment();
+  o.max_value_bytes = 16384;
+  o.data_bytes = 1 << 20;
+  o.event_bytes = 64 << 10;
+  o.max_events = 4096;
+  return o;
+}
+
+std::string value_of(std::size_t n, char c) {
+  return std::string(n, c);
+}
+
+// Every event of `key` from revision `from`, or the error.
+zaris::Result<std::vector<zaris::Event>> history(zaris::Client& c, std::string_view key,
+                                                 std::uint64_t from) {
+  auto w = c.watch(key, {true, from});
+  if (!w) return w.error();
+  std::vector<zaris::Event> all;
+  for (;;) {
+    auto batch = w->poll(4096);
+    if (!batch) return batch.error();
+    if (batch->empty()) return all;
+    all.insert(all.end(), batch->begin(), batch->end());
+  }
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(watch)
+
+// Small events, then a large one that needs the room of many of them: the
+// oldest go, exactly as many as its bytes need; what is kept reads back
+// whole, across the log's end, and a watcher that was inside the evicted
+// stretch is told compacted.
+BOOST_AUTO_TEST_CASE(a_large_event_evicts_as_many_small_ones_as_it_needs) {
+  SegmentFixture f(small_log());
+  auto& c = *f.client;
+  // 400 events of 64 + 3 + 100 -> 168 bytes: 67,200 bytes, past the 65,536
+  // of the log, so the log has wrapped once.
+  for (int i = 0; i < 400; ++i) BOOST_REQUIRE(c.put("s/" + std::to_string(i % 10), value_of(100, 'a' + i % 26)).ok());
+  auto info = c.info();
+  BOOST_TEST(info->event_log_bytes == 64u << 10);
+  const std::uint64_t kept_small = info->events_kept;
+  BOOST_TEST(kept_small == 65536u / 168);  // as many whole records as fit
+  // From the oldest record to the head, with the bytes a turn's end skipped.
+  BOOST_TEST(info->event_log_used_bytes >= kept_small * 168);
+  BOOST_TEST(info->event_log_used_bytes <= 65536u);
+  f.require_consistent();
+  const std::uint64_t revision = info->revision;
+  const std::uint64_t oldest = revision - kept_small + 1;
+  auto small = history(c, "s/", oldest);
+  BOOST_REQUIRE_MESSAGE(small.ok(), (small.ok() ? std::string() : small.error().message));
+  BOOST_TEST(small->size() == kept_small);
+  BOOST_TEST(history(c, "s/", oldest - 1).code() == Errc::compacted);
+  // A watcher positioned at the oldest small event.
+  auto positioned = c.watch("s/", {true, oldest});
+  BOOST_REQUIRE(positioned.ok());
+  auto first = positioned->poll(1);
+  BOOST_REQUIRE(first.ok());
+  BOOST_REQUIRE(first->size() == 1u);
+  BOOST_TEST((*first)[0].revision == oldest);
+  // One event of 64 + 3 + 16,000 -> 16,072 bytes: 96 small ones (16,128
+  // bytes) go for it, or fewer if the room left at the log's end helps.
+  BOOST_REQUIRE(c.put("big", value_of(16000, 'B')).ok());
+  info = c.info();
+  const std::uint64_t evicted = kept_small + 1 - info->events_kept;
+  BOOST_TEST(evicted >= 16072u / 168);
+  BOOST_TEST(evicted <= 16072u / 168 + 2);
+  BOOST_TEST(info->event_log_used_bytes <= 65536u);
+  f.require_consistent();
+  // The positioned watcher was inside the evicted stretch: compacted.
+  BOOST_TEST(positioned->poll().code() == Errc::compacted);
+  // What is left reads back whole, in order, the large event last.
+  auto left = history(c, "", revision + 1 - (kept_small - evicted));
+  BOOST_REQUIRE_MESSAGE(left.ok(), (left.ok() ? std::string() : left.error().message));
+  BOOST_REQUIRE(left->size() == info->events_kept);
+  for (std::size_t i = 0; i + 1 < left->size(); ++i) {
+    BOOST_TEST((*left)[i].kv.value.size() == 100u);
+    BOOST_TEST((*left)[i + 1].revision == (*left)[i].revision + 1);
+  }
+  BOOST_TEST(left->back().kv.value == value_of(16000, 'B'));
+  // Small events after it: the large one goes in its turn, and the log
+  // fills with small ones again.
+  for (int i = 0; i < 600; ++i) BOOST_REQUIRE(c.put("t/" + std::to_string(i % 10), value_of(100, 'x')).ok());
+  info = c.info();
+  // As many as fit, less one when a turn's end skipped a record's room.
+  BOOST_TEST(info->events_kept >= 65536u / 168 - 1);
+  BOOST_TEST(info->events_kept <= 65536u / 168);
+  auto tail = history(c, "", info->revision - info->events_kept + 1);
+  BOOST_REQUIRE(tail.ok());
+  BOOST_TEST(tail->size() == info->events_kept);
+  f.require_consistent();
+}
+
+// Events of mixed sizes, many turns of the log: a watcher that keeps up
+// reads every event, in order, each with its own key and value.
+BOOST_AUTO_TEST_CASE(the_log_wraps_many_times_with_mixed_sizes) {
+  SegmentFixture f(small_log());
+  auto& c = *f.client;
+  auto watcher = c.watch("", {true, 1});
+  BOOST_REQUIRE(watcher.ok());
+  struct Expected {
+    std::string key;
+    std::string value;
+    bool put;
+  };
+  std::map<std::uint64_t, Expected> expected;  // by revision
+  std::uint64_t seen = c.info()->revision;
+  auto take = [&](const std::vector<zaris::Event>& got) {
+    for (const auto& e : got) {
+      BOOST_TEST(e.revision == seen + 1);
+      seen = e.revision;
+      auto it = expected.find(e.revision);
+      BOOST_REQUIRE(it != expected.end());
+      BOOST_TEST(e.kv.key == it->second.key);
+      BOOST_TEST((e.type == zaris::EventType::put) == it->second.put);
+      BOOST_TEST(e.kv.value == it->second.value);
+    }
+  };
+  const std::size_t sizes[] = {0, 1, 7, 8, 9, 300, 4000, 16384, 50};
+  for (int i = 0; i < 2000; ++i) {
+    const std::string key = "m/" + std::to_string(i % 17);
+    if (i % 5 == 4) {
+      auto d = c.del(key);
+      BOOST_REQUIRE(d.ok());
+      if (d->deleted == 1) expected[d->revision] = {key, "", false};
+    } else {
+      const std::string value = value_of(sizes[i % 9], static_cast<char>('a' + i % 26));
+      auto p = c.put(key, value);
+      BOOST_REQUIRE(p.ok());
+      expected[p->revision] = {key, value, true};
+    }
+    if (i % 3 == 0) {
+      auto got = watcher->poll(4096);
+      BOOST_REQUIRE_MESSAGE(got.ok(), (got.ok() ? std::string() : got.error().message));
+      take(*got);
+    }
+  }
+  auto rest = watcher->poll(4096);
+  BOOST_REQUIRE(rest.ok());
+  take(*rest);
+  BOOST_TEST(seen == c.info()->revision);
+  f.require_consistent();
+}
+
+// The most events kept is max_events, however small they are.
+BOOST_AUTO_TEST_CASE(small_events_are_kept_up_to_max_events) {
+  auto o = small_log();
+  o.max_events = 64;
+  SegmentFixture f(o);
+  for (int i = 0; i < 100; ++i) BOOST_REQUIRE(f.client->put("k", "v").ok());
+  auto info = f.client->info();
+  BOOST_TEST(info->events_kept == 64u);
+  BOOST_TEST(info->event_log_used_bytes == 64u * 72);  // 64 + 1 + 1, padded to 72
+  f.require_consistent();
+}
 
 BOOST_AUTO_TEST_CASE(a_watcher_behind_the_history_is_told_compacted) {
   SegmentFixture f(few_events());
@@ -39,8 +199,9 @@ BOOST_AUTO_TEST_CASE(a_watcher_behind_the_history_is_told_compacted) {
   BOOST_TEST(recent->poll()->size() == 64u);
 }
 
-// An event slot whose lengths another process rewrote: the watcher gets a
-// clear error, never a copy out of bounds, and the store is unchanged.
+// An event record whose lengths another process rewrote, or its entry in the
+// event index: the watcher gets a clear error, never a copy out of bounds,
+// and the store is unchanged.
 BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_copy, SegmentFixture) {
   using zaris::segment::EventSlotHeader;
   zaris::segment::Layout layout;
@@ -52,7 +213,9 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
   ::close(fd);
   BOOST_REQUIRE(map != MAP_FAILED);
   auto& first =
-      *reinterpret_cast<EventSlotHeader*>(static_cast<char*>(map) + layout.event_slots_offset);
+      *reinterpret_cast<EventSlotHeader*>(static_cast<char*>(map) + layout.event_log_offset);
+  auto& first_offset =
+      *reinterpret_cast<std::uint64_t*>(static_cast<char*>(map) + layout.event_index_offset);
   zaris::WatchOptions from_start;
   from_start.start_revision = 1;
   BOOST_REQUIRE(client->put("k", "v").ok());
@@ -60,7 +223,8 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
   const EventSlotHeader honest = first;
   for (auto damage : {+[](EventSlotHeader& e) { e.value_len = 0xffffffffu; },
                       +[](EventSlotHeader& e) { e.key_len = 0xffffffffu; },
-                      +[](EventSlotHeader& e) { e.key_len = 0; }}) {
+                      +[](EventSlotHeader& e) { e.key_len = 0; },
+                      +[](EventSlotHeader& e) { e.index = 7; }}) {
     damage(first);
     auto watcher = client->watch("k", from_start);
     BOOST_REQUIRE(watcher.ok());
@@ -68,6 +232,16 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
     BOOST_TEST(watcher->wait(1h).code() == Errc::corrupt_segment);
     BOOST_TEST(client->info()->revision == revision);
     first = honest;
+  }
+  // Its entry in the event index: misaligned, past the head, or at another
+  // record.
+  for (std::uint64_t wrong : {std::uint64_t{4}, std::uint64_t{1} << 40, std::uint64_t{64}}) {
+    first_offset = wrong;
+    auto watcher = client->watch("k", from_start);
+    BOOST_REQUIRE(watcher.ok());
+    BOOST_TEST(watcher->poll().code() == Errc::corrupt_segment);
+    BOOST_TEST(client->info()->revision == revision);
+    first_offset = 0;
   }
   auto watcher = client->watch("k", from_start);
   BOOST_REQUIRE(watcher.ok());

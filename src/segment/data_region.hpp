@@ -2,9 +2,9 @@
 // written through the journal (docs/memory.md). A DataRegion is a view: it
 // owns nothing but pointers into the mapping, and follows no word it reads
 // there unchecked: each index is bounds-checked and each block's tag verified
-// before it is followed or written; a mismatch aborts the transaction
-// (TxAbort). A tag forged inside a used block's payload is not yet told from
-// a block start (docs/memory.md, "What the checker verifies").
+// before it is followed or written, and it must be a block start in the
+// region's bitmap (so that a tag forged inside a used block's payload is
+// never taken for a block); a mismatch aborts the transaction (TxAbort).
 //
 // REQUIRES for every mutating member: the segment lock is held and `tx` is the
 // transaction in progress.
@@ -18,8 +18,9 @@
 
 #include "segment/journal.hpp"
 #include "segment/layout.hpp"
+#include "segment/read_once.hpp"
 
-namespace zaris::engine {
+namespace zaris::segment {
 
 inline constexpr std::uint32_t kBlockUnit = 32;    // bytes of an order-0 block
 inline constexpr std::uint32_t kBlockOrders = 17;  // orders 0 .. 16: 32 B .. 2 MiB
@@ -90,7 +91,17 @@ class DataRegion {
   static constexpr std::uint32_t kMaxLength = (kBlockUnit << kMaxBlockOrder) - sizeof(BlockHeader);
   // The fewest bytes a region may have: its header and one top-order block
   // need not fit, but one order-0 block must.
-  static constexpr std::uint64_t kMinRegionBytes = sizeof(DataRegionHeader) + kBlockUnit;
+  static constexpr std::uint64_t kMinRegionBytes = sizeof(DataRegionHeader) + 64 + kBlockUnit;
+
+  // The bitmap of block starts, one bit per unit, in whole 64-byte lines:
+  // it follows the header, and the blocks follow it.
+  static constexpr std::uint64_t bitmap_bytes(std::uint64_t units) {
+    return (units + 511) / 512 * 64;
+  }
+  // The bytes of a region of `units` units of blocks.
+  static constexpr std::uint64_t region_bytes(std::uint64_t units) {
+    return sizeof(DataRegionHeader) + bitmap_bytes(units) + units * kBlockUnit;
+  }
 
   // The region of `bytes` bytes at `offset` from the segment's `base`.
   // REQUIRES: offset is a multiple of 64, and the region lies in the part of
@@ -110,10 +121,49 @@ class DataRegion {
   // (corrupt_segment) if `block` is not a used block.
   void free(segment::Tx& tx, std::uint32_t block) const;
 
+  // Used `block`, checked once: what it holds, what it can hold, its bytes.
+  struct Used {
+    std::uint32_t length;
+    std::uint32_t capacity;
+    std::uint8_t* payload;
+  };
+  Used used(std::uint32_t block) const {
+    const BlockHeader b = used_header(block);
+    return Used{b.length,
+                static_cast<std::uint32_t>((std::uint64_t{kBlockUnit} << (b.tag & 0xffu)) -
+                                           sizeof(BlockHeader)),
+                reinterpret_cast<std::uint8_t*>(&this->block(block) + 1)};
+  }
   // The payload of used `block` and its capacity; abort unless it is used.
-  std::uint8_t* payload(std::uint32_t block) const;
-  std::uint32_t length(std::uint32_t block) const;    // as allocated
-  std::uint32_t capacity(std::uint32_t block) const;  // bytes the block can hold
+  // (Inline: every read of a key's bytes comes through them.)
+  std::uint8_t* payload(std::uint32_t block) const {
+    (void)length(block);  // checks it is a used block
+    return reinterpret_cast<std::uint8_t*>(&this->block(block) + 1);
+  }
+  std::uint32_t length(std::uint32_t block) const {  // as allocated
+    return used_header(block).length;
+  }
+  std::uint32_t capacity(std::uint32_t block) const {  // bytes the block can hold
+    return static_cast<std::uint32_t>((std::uint64_t{kBlockUnit} << (used_header(block).tag & 0xffu)) -
+                                      sizeof(BlockHeader));
+  }
+  // The payload of used `block`, of which the first `end` bytes are read or
+  // written; aborts unless the block is used and holds at least `end` bytes.
+  std::uint8_t* bytes(std::uint32_t block, std::uint64_t end) const {
+    const std::uint32_t held = used_header(block).length;
+    if (end > held) [[unlikely]]
+      corrupt_length(block, held, end);
+    return reinterpret_cast<std::uint8_t*>(&this->block(block) + 1);
+  }
+  // Sets the bytes used `block` holds to `length` (1 .. its capacity), in
+  // place: an overwrite that fits the block it has. The block keeps its
+  // first bytes and gives back the upper halves `length` does not need, so
+  // that a block is never more than twice what it holds (a value that
+  // shrinks and grows again across a power of two moves each time it grows).
+  void resize(segment::Tx& tx, std::uint32_t block, std::uint32_t length) const;
+  // Whether a region of `units` units has a block that holds `length` bytes
+  // when it is empty.
+  static bool fits(std::uint64_t units, std::uint64_t length) noexcept;
 
   DataRegionUsage usage() const;
 
@@ -123,14 +173,50 @@ class DataRegion {
   void check(std::vector<std::string>& bad, std::vector<std::uint32_t>* used = nullptr) const;
 
   std::uint64_t area_units() const noexcept { return units_; }
+  // Offset of the first block from the region's start.
+  std::uint64_t blocks_offset() const noexcept {
+    return sizeof(DataRegionHeader) + bitmap_bytes(units_);
+  }
 
  private:
+  [[noreturn]] [[gnu::cold]] static void corrupt_block(const char* what, std::uint32_t index);
+  [[noreturn]] [[gnu::cold]] static void corrupt_length(std::uint32_t index, std::uint32_t held,
+                                                        std::uint64_t end);
   DataRegionHeader& header() const;
-  BlockHeader& block(std::uint32_t index) const;  // bounds-checked, not tag-checked
+  // Bounds-checked, not tag-checked.
+  BlockHeader& block(std::uint32_t index) const {
+    if (index >= units_) [[unlikely]]
+      corrupt_block("is out of range", index);
+    return *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
+                                           std::uint64_t{index} * kBlockUnit);
+  }
+  // A copy of used `index`'s header, read once and checked: a block start,
+  // tagged used, aligned to its order, within the area, holding 1 .. its
+  // size less the header.
+  BlockHeader used_header(std::uint32_t index) const {
+    const BlockHeader b = segment::read_once(block(index));
+    const std::uint32_t order = b.tag & 0xffu;
+    if (!starts(index) || (b.tag & ~0xffu) != kBlockUsed || order > kMaxBlockOrder ||
+        b.length == 0 || b.length > (std::uint64_t{kBlockUnit} << order) - sizeof(BlockHeader) ||
+        index % (1u << order) != 0 || std::uint64_t{index} + (1u << order) > units_) [[unlikely]]
+      corrupt_block("is not a used block", index);
+    return b;
+  }
   // The free block of `order` at `index`, reached through `via`; aborts
   // unless it is tagged so, aligned and within the area.
   BlockHeader& free_block(std::uint32_t index, std::uint32_t order, const char* via) const;
   void push(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
+  // The bitmap word that holds `index`'s bit, and whether a block starts there.
+  std::uint64_t& bitmap_word(std::uint32_t index) const {
+    if (index >= units_) [[unlikely]]
+      corrupt_block("is out of range", index);
+    return *reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader) +
+                                             std::uint64_t{index / 64} * 8);
+  }
+  bool starts(std::uint32_t index) const {
+    return index < units_ && ((segment::read_once(bitmap_word(index)) >> (index % 64)) & 1) != 0;
+  }
+  void mark(segment::Tx& tx, std::uint32_t index, bool start) const;
   void unlink(segment::Tx& tx, std::uint32_t order, std::uint32_t index) const;
 
   std::uint8_t* base_;
@@ -138,4 +224,4 @@ class DataRegion {
   std::uint64_t units_;  // what the layout gives: the header must say the same
 };
 
-}  // namespace zaris::engine
+}  // namespace zaris::segment

@@ -1,16 +1,13 @@
 // The data region's buddy allocator (docs/memory.md, "The allocator").
-#include "engine/data_region.hpp"
+#include "segment/data_region.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 #include "segment/read_once.hpp"
 
-namespace zaris::engine {
+namespace zaris::segment {
 
-using segment::abort_corrupt;
-using segment::kNone;
-using segment::Tx;
 
 namespace {
 
@@ -51,19 +48,33 @@ constexpr std::uint64_t kLinkRecord = 16 + 8;
 constexpr std::uint64_t kHeaderRecord = 16 + sizeof(BlockHeader);
 constexpr std::uint64_t kTotalsRecord = 16 + sizeof(DataRegionTotals);
 constexpr std::uint64_t kPushRecords = 2 * kLinkRecord + kHeaderRecord;
+// Each split also sets the bit of the half it pushes, each merge clears one
+// (a bitmap word: a record the size of a link's).
+static_assert(DataRegion::kMaxJournalBytes >= 3 * kLinkRecord +
+                                                  kMaxBlockOrder * (kPushRecords + kLinkRecord) +
+                                                  kHeaderRecord + kTotalsRecord);
 static_assert(DataRegion::kMaxJournalBytes >=
-              3 * kLinkRecord + kMaxBlockOrder * kPushRecords + kHeaderRecord + kTotalsRecord);
+              kTotalsRecord + kLinkRecord + kMaxBlockOrder * 4 * kLinkRecord + kPushRecords);
+// A resize that gives back the upper halves: a bit and a push each, then
+// the header and the totals.
 static_assert(DataRegion::kMaxJournalBytes >=
-              kTotalsRecord + kLinkRecord + kMaxBlockOrder * 3 * kLinkRecord + kPushRecords);
+              kMaxBlockOrder * (kLinkRecord + kPushRecords) + kHeaderRecord + kTotalsRecord);
+
+// The most units a region of `bytes` bytes holds with its header and bitmap.
+std::uint64_t units_in(std::uint64_t bytes) {
+  if (bytes < DataRegion::kMinRegionBytes) return 0;
+  // A unit takes 32 bytes and one bit: 8 / 257 of a byte per byte, less
+  // the bitmap's rounding to a line, which the first loop takes back.
+  std::uint64_t u = std::min((bytes - sizeof(DataRegionHeader)) / 257 * 8, kAreaUnitsLimit);
+  while (u > 0 && DataRegion::region_bytes(u) > bytes) --u;
+  while (u < kAreaUnitsLimit && DataRegion::region_bytes(u + 1) <= bytes) ++u;
+  return u;
+}
 
 }  // namespace
 
 DataRegion::DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept
-    : base_(base),
-      offset_(offset),
-      units_(bytes < kMinRegionBytes
-                 ? 0
-                 : std::min((bytes - sizeof(DataRegionHeader)) / kBlockUnit, kAreaUnitsLimit)) {}
+    : base_(base), offset_(offset), units_(units_in(bytes)) {}
 
 DataRegionHeader& DataRegion::header() const {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
@@ -73,17 +84,26 @@ DataRegionHeader& DataRegion::header() const {
   return h;
 }
 
-BlockHeader& DataRegion::block(std::uint32_t index) const {
-  if (index >= units_) [[unlikely]]
-    abort_corrupt("data block index " + n(index) + " out of range");
-  return *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
-                                         std::uint64_t{index} * kBlockUnit);
+void DataRegion::corrupt_block(const char* what, std::uint32_t index) {
+  abort_corrupt("data block " + n(index) + " " + what);
+}
+
+void DataRegion::corrupt_length(std::uint32_t index, std::uint32_t held, std::uint64_t end) {
+  abort_corrupt("data block " + n(index) + " holds " + n(held) + " bytes, not " + n(end));
+}
+
+void DataRegion::mark(Tx& tx, std::uint32_t index, bool start) const {
+  std::uint64_t& word = bitmap_word(index);
+  const std::uint64_t bit = std::uint64_t{1} << (index % 64);
+  const std::uint64_t was = segment::read_once(word);
+  tx.set(word, start ? was | bit : was & ~bit);
 }
 
 BlockHeader& DataRegion::free_block(std::uint32_t index, std::uint32_t order,
                                     const char* via) const {
   BlockHeader& b = block(index);
-  if (segment::read_once(b.tag) != (kBlockFree | order) || index % (1u << order) != 0 ||
+  if (!starts(index) || segment::read_once(b.tag) != (kBlockFree | order) ||
+      index % (1u << order) != 0 ||
       std::uint64_t{index} + (1u << order) > units_) [[unlikely]]
     abort_corrupt(std::string(via) + " names data block " + n(index) +
                   ", not a free block of order " + n(order));
@@ -95,6 +115,7 @@ bool DataRegion::format() const noexcept {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
   std::memset(&h, 0, sizeof h);
   h.area_units = units_;
+  std::memset(base_ + offset_ + sizeof(DataRegionHeader), 0, bitmap_bytes(units_));
   std::fill(std::begin(h.free_head), std::end(h.free_head), kNone);
   // Greedily the largest aligned block that fits; each pushed at the tail of
   // its list, so the lists run in address order.
@@ -105,13 +126,14 @@ bool DataRegion::format() const noexcept {
     while (at % (std::uint64_t{1} << order) != 0 || at + (std::uint64_t{1} << order) > units_)
       --order;
     const auto index = static_cast<std::uint32_t>(at);
-    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
-                                              at * kBlockUnit);
+    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() + at * kBlockUnit);
     b = BlockHeader{kBlockFree | order, 0, kNone, tail[order]};
+    reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader))[at / 64] |=
+        std::uint64_t{1} << (at % 64);
     if (tail[order] == kNone) {
       h.free_head[order] = index;
     } else {
-      reinterpret_cast<BlockHeader*>(base_ + offset_ + sizeof(DataRegionHeader) +
+      reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
                                      std::uint64_t{tail[order]} * kBlockUnit)
           ->next = index;
     }
@@ -163,6 +185,7 @@ std::uint32_t DataRegion::allocate(Tx& tx, std::uint32_t length) const {
   unlink(tx, order, index);
   while (order > want) {
     --order;
+    mark(tx, index + (1u << order), true);
     push(tx, order, index + (1u << order));
   }
   tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
@@ -176,7 +199,7 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   DataRegionHeader& h = header();
   const BlockHeader b = segment::read_once(block(index));
   std::uint32_t order = order_of(b.tag);
-  if (!is_used(b.tag) || order > kMaxBlockOrder || index % (1u << order) != 0 ||
+  if (!starts(index) || !is_used(b.tag) || order > kMaxBlockOrder || index % (1u << order) != 0 ||
       std::uint64_t{index} + (1u << order) > units_ || b.length == 0 ||
       b.length > block_bytes(order) - sizeof(BlockHeader)) [[unlikely]]
     abort_corrupt("data block " + n(index) + " is not a used block");
@@ -193,8 +216,9 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   while (order < kMaxBlockOrder) {
     const std::uint32_t buddy = index ^ (1u << order);
     if (std::uint64_t{buddy} + (1u << order) > units_) break;
-    if (segment::read_once(block(buddy).tag) != (kBlockFree | order)) break;
+    if (!starts(buddy) || segment::read_once(block(buddy).tag) != (kBlockFree | order)) break;
     unlink(tx, order, buddy);
+    mark(tx, std::max(index, buddy), false);  // no block starts there any more
     index = std::min(index, buddy);
     ++order;
   }
@@ -202,24 +226,36 @@ void DataRegion::free(Tx& tx, std::uint32_t index) const {
   tx.freed_since_commit = true;
 }
 
-std::uint8_t* DataRegion::payload(std::uint32_t index) const {
-  (void)length(index);  // checks it is a used block
-  return reinterpret_cast<std::uint8_t*>(&block(index) + 1);
+void DataRegion::resize(Tx& tx, std::uint32_t index, std::uint32_t length) const {
+  const std::uint32_t held = this->length(index);  // checks it is a used block
+  if (length == 0 || length > capacity(index)) [[unlikely]]
+    throw segment::TxAbort{Errc::invalid_argument, "a resize of data block " + n(index) +
+                                                       " to " + n(length) + " bytes"};
+  const std::uint32_t order = order_of(segment::read_once(block(index).tag));
+  const std::uint32_t want = order_for(length);
+  if (length == held && want == order) return;
+  DataRegionHeader& h = header();
+  const DataRegionTotals t = segment::read_once(h.totals);
+  if (t.held_bytes < held || t.used_bytes < block_bytes(order)) [[unlikely]]
+    abort_corrupt("data region totals below a used block's");
+  // The upper halves the bytes no longer need go back, from the largest
+  // down. Each one's buddy is the lower half, still in use: none merges.
+  for (std::uint32_t o = order; o-- > want;) {
+    mark(tx, index + (1u << o), true);
+    push(tx, o, index + (1u << o));
+  }
+  tx.set(block(index), BlockHeader{kBlockUsed | want, length, kNone, kNone});
+  tx.set(h.totals, DataRegionTotals{t.held_bytes - held + length,
+                                    t.used_bytes - block_bytes(order) + block_bytes(want),
+                                    t.used_blocks, 0});
+  // The halves given back hold this transaction's bytes: whoever takes them
+  // in it writes through records, as a rollback gives them back to this block.
+  if (want < order) tx.freed_since_commit = true;
 }
 
-std::uint32_t DataRegion::length(std::uint32_t index) const {
-  const BlockHeader b = segment::read_once(block(index));
-  if (!is_used(b.tag) || order_of(b.tag) > kMaxBlockOrder || b.length == 0 ||
-      b.length > block_bytes(order_of(b.tag)) - sizeof(BlockHeader) ||
-      std::uint64_t{index} + (1u << order_of(b.tag)) > units_) [[unlikely]]
-    abort_corrupt("data block " + n(index) + " is not a used block");
-  return b.length;
-}
-
-std::uint32_t DataRegion::capacity(std::uint32_t index) const {
-  (void)length(index);  // checks it
-  return static_cast<std::uint32_t>(block_bytes(order_of(segment::read_once(block(index).tag))) -
-                                    sizeof(BlockHeader));
+bool DataRegion::fits(std::uint64_t units, std::uint64_t length) noexcept {
+  if (length > kMaxLength) return false;
+  return (std::uint64_t{1} << order_for(static_cast<std::uint32_t>(length))) <= units;
 }
 
 DataRegionUsage DataRegion::usage() const {
@@ -258,8 +294,10 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
   std::uint64_t held = 0;
   std::uint64_t used_bytes = 0;
   std::uint64_t used_blocks = 0;
+  std::vector<std::uint64_t> starts_found(bitmap_bytes(units_) / 8, 0);
   for (std::uint64_t at = 0; at < units_;) {
     const BlockHeader b = segment::read_once(block(static_cast<std::uint32_t>(at)));
+    starts_found[at / 64] |= std::uint64_t{1} << (at % 64);
     const std::uint32_t order = order_of(b.tag);
     if ((!is_free(b.tag) && !is_used(b.tag)) || order > kMaxBlockOrder)
       return fail("no block starts at unit " + n(at) + " (tag " + n(b.tag) + ")");
@@ -277,6 +315,15 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
       free_blocks.push_back(Free{static_cast<std::uint32_t>(at), order, false});
     }
     at += std::uint64_t{1} << order;
+  }
+  // The bitmap marks the block starts the walk found, and nothing else.
+  const auto* bitmap =
+      reinterpret_cast<const std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader));
+  for (std::size_t w = 0; w < starts_found.size(); ++w) {
+    const std::uint64_t word = segment::read_once(bitmap[w]);
+    if (word != starts_found[w])
+      fail("the bitmap of block starts disagrees with the blocks at units " + n(w * 64) + " .. " +
+           n(w * 64 + 63));
   }
   const DataRegionTotals& t = h.totals;
   if (held != t.held_bytes || used_bytes != t.used_bytes || used_blocks != t.used_blocks ||
@@ -319,4 +366,4 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
     if (!f.listed) fail("free block " + n(f.index) + " of order " + n(f.order) + " is on no list");
 }
 
-}  // namespace zaris::engine
+}  // namespace zaris::segment
