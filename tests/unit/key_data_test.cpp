@@ -222,7 +222,7 @@ BOOST_FIXTURE_TEST_CASE(a_refused_put_of_a_dead_key_leaves_it_for_the_next_put, 
   auto lease = client->leases().grant(std::chrono::seconds(1));
   BOOST_REQUIRE(lease.ok());
   for (int i = 0; i < 129; ++i) {
-    char key[8];
+    char key[16];
     std::snprintf(key, sizeof key, "k/%03d", i);
     BOOST_REQUIRE(client->put(key, "v", zaris::Put::with_lease(*lease)).ok());
   }
