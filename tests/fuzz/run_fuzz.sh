@@ -13,7 +13,7 @@ if compgen -G "$regressions/*" >/dev/null; then
 fi
 # A fixed seed: a CI run explores the same way every time.
 status=0
-"$fuzzer" -seed=1 -max_total_time="$seconds" -max_len=131072 -timeout=10 -rss_limit_mb=2048 \
+"$fuzzer" -seed=1 -max_total_time="$seconds" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
   -artifact_prefix="$work/" -print_final_stats=1 "$work/corpus" "$work/seeds" \
   >"$work/fuzz.log" 2>&1 || status=$?
 tail -n 200 "$work/fuzz.log"
