@@ -53,6 +53,9 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
   if (first > index) [[unlikely]]
     corrupt_value("event log's oldest event", first);
+  // Watchers find a revision by binary search: the log stays in order.
+  if (first < index && event_record(index - 1).header.revision > revision) [[unlikely]]
+    corrupt_value("event log: a revision out of order", revision);
   std::string_view name;
   std::string_view value;
   if (type == segment::kEventPut) {
@@ -77,7 +80,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   // itself is read, and checked, only to be evicted.)
   while (first < index) {
     const std::uint64_t oldest = segment::read_once(event_offset(first));
-    if (oldest % 8 != 0 || oldest > end || end - oldest > log) [[unlikely]]
+    if (oldest % 8 != 0 || oldest >= end || end - oldest > log) [[unlikely]]
       corrupt_value("event log's offset of its oldest event", oldest);
     if (index - first < layout_.caps.max_events && at + bytes - oldest <= log) break;
     const std::uint64_t lost = std::min(event_record(first).header.revision, revision);
