@@ -73,13 +73,7 @@ void corrupt_value(const char* what, std::uint64_t value) {
 }
 
 std::string_view Store::value_bytes(const KeySlotHeader& k) const {
-  const std::uint32_t len = segment::read_once(k.value_len);
-  if (len > layout_->caps.max_value_bytes) abort_corrupt("value length");
-  const std::uint32_t key_len = segment::read_once(k.key_len);
-  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
-    corrupt_value("key length", key_len);
-  const std::uint8_t* bytes = data_.bytes(segment::read_once(k.data_block), key_len + len);
-  return {reinterpret_cast<const char*>(bytes) + key_len, len};
+  return key_and_value(k).second;
 }
 
 std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k) const {

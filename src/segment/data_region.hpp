@@ -136,16 +136,12 @@ class DataRegion {
   }
   // The payload of used `block` and its capacity; abort unless it is used.
   // (Inline: every read of a key's bytes comes through them.)
-  std::uint8_t* payload(std::uint32_t block) const {
-    (void)length(block);  // checks it is a used block
-    return reinterpret_cast<std::uint8_t*>(&this->block(block) + 1);
-  }
+  std::uint8_t* payload(std::uint32_t block) const { return used(block).payload; }
   std::uint32_t length(std::uint32_t block) const {  // as allocated
     return used_header(block).length;
   }
   std::uint32_t capacity(std::uint32_t block) const {  // bytes the block can hold
-    return static_cast<std::uint32_t>((std::uint64_t{kBlockUnit} << (used_header(block).tag & 0xffu)) -
-                                      sizeof(BlockHeader));
+    return used(block).capacity;
   }
   // The payload of used `block`, of which the first `end` bytes are read or
   // written; aborts unless the block is used and holds at least `end` bytes.
