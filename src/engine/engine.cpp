@@ -355,7 +355,7 @@ Result<SegmentInfo> Engine::info() {
     if (first < head) {
       info.events_kept = head - first;
       // Read as a figure: what does not add up is check()'s to report.
-      const std::uint64_t at = segment::read_once(event_offset(first));
+      const std::uint64_t at = segment::read_once(event_entry(first).offset);
       const std::uint64_t end = segment::read_once(ring_->head_offset);
       if (at <= end && end - at <= layout_.event_log_bytes) info.event_log_used_bytes = end - at;
     }

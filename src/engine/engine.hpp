@@ -232,11 +232,11 @@ class Engine {
   void wake_noted(Wakeups& noted);
   // Wakes every sleeper on a key slot's wake word, and counts them.
   void wake_key_word(std::uint32_t slot);
-  // Where event `index`'s record starts in the log (a logical byte): its
-  // entry of the event index, unchecked.
-  std::uint64_t& event_offset(std::uint64_t index) const;
+  // Event `index`'s entry of the event index (where its record starts in
+  // the log, a logical byte, and its revision), unchecked.
+  segment::EventIndexEntry& event_entry(std::uint64_t index) const;
   // The record of event `index`, first_valid <= index < head, checked (its
-  // place, its index, its lengths); aborts (corrupt_segment) if it is not.
+  // place, its index, its revision against the index's, its lengths); aborts (corrupt_segment) if it is not.
   // `header` is the copy that was checked; `bytes`, its key then its value;
   // `offset`, where it starts in the log (logical).
   struct EventRecord {

@@ -12,9 +12,9 @@
 
 namespace zaris::engine {
 
-std::uint64_t& Engine::event_offset(std::uint64_t index) const {
-  return reinterpret_cast<std::uint64_t*>(mapping_->base() +
-                                          layout_.event_index_offset)[index % layout_.caps.max_events];
+segment::EventIndexEntry& Engine::event_entry(std::uint64_t index) const {
+  return reinterpret_cast<segment::EventIndexEntry*>(
+      mapping_->base() + layout_.event_index_offset)[index % layout_.caps.max_events];
 }
 
 Engine::EventRecord Engine::event_record(std::uint64_t index) const {
@@ -22,7 +22,8 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
   // the written window, within the log, and is the one asked for.
   const std::uint64_t log = layout_.event_log_bytes;
   const std::uint64_t end = segment::read_once(ring_->head_offset);
-  const std::uint64_t at = segment::read_once(event_offset(index));
+  const segment::EventIndexEntry entry = segment::read_once(event_entry(index));
+  const std::uint64_t at = entry.offset;
   if (at % 8 != 0 || at >= end || end - at > log || at % log + sizeof(segment::EventSlotHeader) > log)
       [[unlikely]]
     corrupt_value("event log: the offset of event", index);
@@ -30,7 +31,7 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
       mapping_->base() + layout_.event_log_offset + at % log);
   const segment::EventSlotHeader e = segment::read_once(record);
   const std::uint64_t bytes = segment::event_record_bytes(e.key_len, e.value_len);
-  if (e.index != index || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
+  if (e.index != index || e.revision != entry.revision || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
       e.value_len > layout_.caps.max_value_bytes || at % log + bytes > log ||
       bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
       e.reason > segment::kReasonOwnerDied) [[unlikely]]
@@ -54,7 +55,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   if (first > index) [[unlikely]]
     corrupt_value("event log's oldest event", first);
   // Watchers find a revision by binary search: the log stays in order.
-  if (first < index && event_record(index - 1).header.revision > revision) [[unlikely]]
+  if (first < index && segment::read_once(event_entry(index - 1).revision) > revision) [[unlikely]]
     corrupt_value("event log: a revision out of order", revision);
   std::string_view name;
   std::string_view value;
@@ -76,14 +77,14 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   // The oldest events go while the new one would pass the log's bytes or its
   // index's length. Not journaled: a rollback may cost history, never
   // falsify it (an undone event's bytes lie past the head, unread).
-  // (The oldest's offset, checked against the window, decides; the record
-  // itself is read, and checked, only to be evicted.)
+  // (The oldest's index entry, its offset checked against the window,
+  // decides, and gives the revision lost: the log's far end is not read.)
   while (first < index) {
-    const std::uint64_t oldest = segment::read_once(event_offset(first));
-    if (oldest % 8 != 0 || oldest >= end || end - oldest > log) [[unlikely]]
-      corrupt_value("event log's offset of its oldest event", oldest);
-    if (index - first < layout_.caps.max_events && at + bytes - oldest <= log) break;
-    const std::uint64_t lost = std::min(event_record(first).header.revision, revision);
+    const segment::EventIndexEntry oldest = segment::read_once(event_entry(first));
+    if (oldest.offset % 8 != 0 || oldest.offset >= end || end - oldest.offset > log) [[unlikely]]
+      corrupt_value("event log's offset of its oldest event", oldest.offset);
+    if (index - first < layout_.caps.max_events && at + bytes - oldest.offset <= log) break;
+    const std::uint64_t lost = std::min(oldest.revision, revision);
     if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
       ring.compacted_revision.store(lost, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);
@@ -103,7 +104,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   char* data = reinterpret_cast<char*>(e + 1);
   std::memcpy(data, name.data(), name.size());
   if (!value.empty()) std::memcpy(data + name.size(), value.data(), value.size());
-  event_offset(index) = at;  // past the head: unread until it moves
+  event_entry(index) = {at, revision};  // past the head: unread until it moves
   tx.set(ring.head_offset, at + bytes);
   tx.set(ring.head, index + 1);
   bump(tx, channels_->events, tx.wakeups.events);

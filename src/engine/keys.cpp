@@ -25,10 +25,12 @@ void copy_into(std::string& out, std::string_view bytes) {
 }  // namespace
 
 void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
-  copy_into(out.key, store_.key_bytes(k));
   if (with_value) {
-    copy_into(out.value, store_.value_bytes(k));
+    const auto [key, value] = store_.key_and_value(k);  // the block checked once
+    copy_into(out.key, key);
+    copy_into(out.value, value);
   } else {
+    copy_into(out.key, store_.key_bytes(k));
     out.value.clear();
   }
   out.lease = LeaseId(k.lease_id);

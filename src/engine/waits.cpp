@@ -178,7 +178,8 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
           std::uint64_t hi = head;
           while (lo < hi) {  // the first event with revision >= from
             std::uint64_t mid = lo + (hi - lo) / 2;
-            if (event_record(mid).header.revision < from) {
+            // The index's revision: the records read below check it.
+            if (segment::read_once(event_entry(mid).revision) < from) {
               lo = mid + 1;
             } else {
               hi = mid;

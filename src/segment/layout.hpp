@@ -11,7 +11,7 @@
 //   KeySlotHeader[max_keys]        a key's header; its bytes are in the data region
 //   u64 buckets[hash_buckets]      open-addressing hash index of keys
 //   Channels                       futex words waiters sleep on
-//   EventRingHeader, u64 event_index[max_events], event bytes[event_kib KiB]
+//   EventRingHeader, EventIndexEntry event_index[max_events], event bytes[event_kib KiB]
 //                                  the event log: events back to back (docs/memory.md)
 //   ProcessSlot[max_processes]     the process registry (docs/owners.md)
 //   DataRegionHeader, data blocks  every key's key and value bytes (docs/memory.md)
@@ -48,7 +48,7 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // 10: keys' key bytes and value bytes live in blocks of the data region
 // (docs/memory.md), which a key slot names (KeySlotHeader::data_block); key
 // slots no longer hold them, and the capacities carry the region's size.
-inline constexpr std::uint32_t kLayoutVersion = 10;
+inline constexpr std::uint32_t kLayoutVersion = 11;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -247,7 +247,7 @@ struct alignas(kCacheLine) Channels {
 };
 
 // The event log (docs/memory.md, "The event log"): event i's record starts
-// at logical byte event_index[i % max_events] of the log, at physical byte
+// at logical byte event_index[i % max_events].offset of the log, at physical byte
 // (that) % event bytes; a record never runs past the log's end (one that
 // would starts at the next turn). head and head_offset are written through
 // the journal; first_valid and compacted_revision only grow, unjournaled (a
@@ -262,6 +262,16 @@ struct alignas(kCacheLine) EventRingHeader {
   std::uint8_t reserved[32];
 };
 static_assert(sizeof(EventRingHeader) == 64);
+
+// Event i's entry in the event index: where its record starts, and its
+// revision (the record's, again), so that finding a revision and evicting
+// the oldest read the index alone, never the log's far end. Written with the
+// record, past the head; every read of a record checks the two agree.
+struct EventIndexEntry {
+  std::uint64_t offset;    // logical byte of the log
+  std::uint64_t revision;  // the record's revision
+};
+static_assert(sizeof(EventIndexEntry) == 16);
 
 inline constexpr std::uint32_t kEventPut = 1;
 inline constexpr std::uint32_t kEventDelete = 2;
@@ -422,7 +432,7 @@ struct Layout {
   std::uint64_t bucket_count = 0;  // power of two, >= 2 * max_keys
   std::uint64_t channels_offset = 0;
   std::uint64_t events_offset = 0;       // EventRingHeader
-  std::uint64_t event_index_offset = 0;  // u64[max_events]
+  std::uint64_t event_index_offset = 0;  // EventIndexEntry[max_events]
   std::uint64_t event_log_offset = 0;    // the records' bytes
   std::uint64_t event_log_bytes = 0;     // event_kib KiB
   std::uint64_t processes_offset = 0;  // ProcessSlot[max_processes]

@@ -137,7 +137,7 @@ BOOST_AUTO_TEST_CASE(refuses_a_segment_of_layout_version_9) {
   if (!opened.ok()) {
     BOOST_TEST_MESSAGE("open: " << opened.error().message);
     BOOST_TEST(opened.error().message.find("layout version 9") != std::string::npos);
-    BOOST_TEST(opened.error().message.find("reads version 10") != std::string::npos);
+    BOOST_TEST(opened.error().message.find("reads version 11") != std::string::npos);
   }
   BOOST_REQUIRE(Client::destroy(name).ok());
 }

@@ -243,6 +243,21 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
     BOOST_TEST(client->info()->revision == revision);
     first_offset = 0;
   }
+  // Its revision in the index, which watchers search and eviction reads,
+  // against the record's.
+  auto& first_entry = *reinterpret_cast<zaris::segment::EventIndexEntry*>(
+      static_cast<char*>(map) + layout.event_index_offset);
+  BOOST_REQUIRE(first_entry.revision == revision);
+  first_entry.revision = revision + 1;
+  {
+    auto watcher = client->watch("k", from_start);
+    BOOST_REQUIRE(watcher.ok());
+    BOOST_TEST(watcher->poll().code() == Errc::corrupt_segment);
+    BOOST_TEST(!client->check()->empty());
+    BOOST_TEST(client->info()->revision == revision);
+  }
+  first_entry.revision = revision;
+  BOOST_TEST(client->check()->empty());
   auto watcher = client->watch("k", from_start);
   BOOST_REQUIRE(watcher.ok());
   auto events = watcher->poll();
