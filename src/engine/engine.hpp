@@ -235,6 +235,7 @@ class Engine {
   // Event `index`'s entry of the event index (where its record starts in
   // the log, a logical byte, and its revision), unchecked.
   segment::EventIndexEntry& event_entry(std::uint64_t index) const;
+  segment::EventIndexEntry* event_entries() const;  // the index, by position
   // The record of event `index`, first_valid <= index < head, checked (its
   // place, its index, its revision against the index's, its lengths); aborts (corrupt_segment) if it is not.
   // `header` is the copy that was checked; `bytes`, its key then its value;

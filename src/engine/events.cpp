@@ -13,8 +13,12 @@
 namespace zaris::engine {
 
 segment::EventIndexEntry& Engine::event_entry(std::uint64_t index) const {
-  return reinterpret_cast<segment::EventIndexEntry*>(
-      mapping_->base() + layout_.event_index_offset)[index % layout_.caps.max_events];
+  return event_entries()[index % layout_.caps.max_events];
+}
+
+segment::EventIndexEntry* Engine::event_entries() const {
+  return reinterpret_cast<segment::EventIndexEntry*>(mapping_->base() +
+                                                     layout_.event_index_offset);
 }
 
 Engine::EventRecord Engine::event_record(std::uint64_t index) const {
@@ -50,12 +54,21 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
                   std::uint64_t revision) {
   segment::EventRingHeader& ring = *ring_;
   const std::uint64_t log = layout_.event_log_bytes;
+  const std::uint64_t entries = layout_.caps.max_events;
+  segment::EventIndexEntry* const entry = event_entries();
   const std::uint64_t index = ring.head;
   std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
-  if (first > index) [[unlikely]]
+  if (first > index || index - first > entries) [[unlikely]]
     corrupt_value("event log's oldest event", first);
+  // Index entries by position, each a step from the head's: one division,
+  // not one per entry (a 64-bit division was a put's costliest instruction).
+  const std::uint64_t head_entry = index % entries;
+  const auto back = [entries](std::uint64_t position, std::uint64_t steps) {
+    return position >= steps ? position - steps : position + entries - steps;
+  };
   // Watchers find a revision by binary search: the log stays in order.
-  if (first < index && segment::read_once(event_entry(index - 1).revision) > revision) [[unlikely]]
+  if (first < index && segment::read_once(entry[back(head_entry, 1)].revision) > revision)
+      [[unlikely]]
     corrupt_value("event log: a revision out of order", revision);
   std::string_view name;
   std::string_view value;
@@ -73,24 +86,29 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log) [[unlikely]]
     corrupt_value("event log's head offset", at);
   const std::uint64_t end = at;  // the head offset: the window's end
-  if (at % log + bytes > log) at += log - at % log;
+  std::uint64_t in_log = at % log;
+  if (in_log + bytes > log) {
+    at += log - in_log;
+    in_log = 0;
+  }
   // The oldest events go while the new one would pass the log's bytes or its
   // index's length. Not journaled: a rollback may cost history, never
   // falsify it (an undone event's bytes lie past the head, unread).
   // (The oldest's index entry, its offset checked against the window,
   // decides, and gives the revision lost: the log's far end is not read.)
-  while (first < index) {
-    const segment::EventIndexEntry oldest = segment::read_once(event_entry(first));
+  for (std::uint64_t oldest_entry = back(head_entry, index - first); first < index;) {
+    const segment::EventIndexEntry oldest = segment::read_once(entry[oldest_entry]);
     if (oldest.offset % 8 != 0 || oldest.offset >= end || end - oldest.offset > log) [[unlikely]]
       corrupt_value("event log's offset of its oldest event", oldest.offset);
-    if (index - first < layout_.caps.max_events && at + bytes - oldest.offset <= log) break;
+    if (index - first < entries && at + bytes - oldest.offset <= log) break;
     const std::uint64_t lost = std::min(oldest.revision, revision);
     if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
       ring.compacted_revision.store(lost, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);
+    if (++oldest_entry == entries) oldest_entry = 0;
   }
   auto* e = reinterpret_cast<segment::EventSlotHeader*>(mapping_->base() +
-                                                        layout_.event_log_offset + at % log);
+                                                        layout_.event_log_offset + in_log);
   e->index = index;
   e->revision = revision;
   e->create_revision = k.create_revision;
@@ -104,7 +122,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   char* data = reinterpret_cast<char*>(e + 1);
   std::memcpy(data, name.data(), name.size());
   if (!value.empty()) std::memcpy(data + name.size(), value.data(), value.size());
-  event_entry(index) = {at, revision};  // past the head: unread until it moves
+  entry[head_entry] = {at, revision};  // past the head: unread until it moves
   tx.set(ring.head_offset, at + bytes);
   tx.set(ring.head, index + 1);
   bump(tx, channels_->events, tx.wakeups.events);
