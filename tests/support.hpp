@@ -153,13 +153,11 @@ inline std::optional<int> reap_within(pid_t pid, std::chrono::milliseconds limit
     // is up; where there is no pidfd, a millisecond at a time. The crash
     // sweeps reap some hundred thousand children: a fixed sleep cost them
     // a millisecond each.
-    static const bool have_pidfd = [] {
-      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
-      if (fd < 0) return false;
-      ::close(fd);
-      return true;
-    }();
-    const int fd = have_pidfd ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1;
+#ifdef SYS_pidfd_open
+    const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    const int fd = -1;
+#endif
     if (fd >= 0) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - now);
       pollfd ended{fd, POLLIN, 0};

@@ -339,8 +339,10 @@ std::vector<std::string> Engine::check_locked() const {
     } else {
       std::uint64_t next = 0;  // where the previous record ended
       std::uint64_t revision = 0;
+      std::uint64_t oldest_revision = 0;
       for (std::uint64_t i = first_valid; i < head; ++i) {
-        const EventRecord r = event_record(i);  // its place and lengths
+        const EventRecord r = event_record(i);  // its place, lengths and index entry
+        if (i == first_valid) oldest_revision = r.header.revision;
         const std::uint64_t at = r.offset;
         const std::uint64_t log = layout_.event_log_bytes;
         const std::uint64_t bytes = segment::event_record_bytes(r.header.key_len, r.header.value_len);
@@ -359,6 +361,11 @@ std::vector<std::string> Engine::check_locked() const {
       if (compacted > st.revision)
         fail("event log's compacted revision " + n(compacted) + " is past the store's " +
              n(st.revision));
+      // What was given up is older than what is kept (events of one
+      // revision may straddle the cut).
+      if (first_valid < head && compacted > oldest_revision)
+        fail("event log's compacted revision " + n(compacted) + " is past its oldest event's " +
+             n(oldest_revision));
       if (first_valid < head && next != head_offset)
         fail("event log's head offset " + n(head_offset) + " is not where its last event ends (" +
              n(next) + ")");

@@ -101,7 +101,12 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
     if (oldest.offset % 8 != 0 || oldest.offset >= end || end - oldest.offset > log) [[unlikely]]
       corrupt_value("event log's offset of its oldest event", oldest.offset);
     if (index - first < entries && at + bytes - oldest.offset <= log) break;
-    const std::uint64_t lost = std::min(oldest.revision, revision);
+    // Its revision, from the index alone, becomes the compacted one: it
+    // must lie between what was already given up and the new event's.
+    if (oldest.revision < ring.compacted_revision.load(std::memory_order_relaxed) ||
+        oldest.revision > revision) [[unlikely]]
+      corrupt_value("event log's revision of its oldest event", oldest.revision);
+    const std::uint64_t lost = oldest.revision;
     if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
       ring.compacted_revision.store(lost, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);

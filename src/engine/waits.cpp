@@ -178,13 +178,20 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
           std::uint64_t hi = head;
           while (lo < hi) {  // the first event with revision >= from
             std::uint64_t mid = lo + (hi - lo) / 2;
-            // The index's revision: the records read below check it.
+            // The index's revisions, unchecked: where the search lands is
+            // checked below, and each record read checks its own.
             if (segment::read_once(event_entry(mid).revision) < from) {
               lo = mid + 1;
             } else {
               hi = mid;
             }
           }
+          // An entry whose revision reads too low would make the search step
+          // over its event in silence: the event before the landing must be
+          // older than `from` by its record. (Landing early costs nothing:
+          // events below skip_below are passed over.)
+          if (lo > first && event_record(lo - 1).header.revision >= from) [[unlikely]]
+            corrupt_value("event index: a revision out of order at event", lo - 1);
           cursor.next_index = lo;
         }
         cursor.positioned = true;

@@ -48,6 +48,10 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // 10: keys' key bytes and value bytes live in blocks of the data region
 // (docs/memory.md), which a key slot names (KeySlotHeader::data_block); key
 // slots no longer hold them, and the capacities carry the region's size.
+// 11: the event index's entries carry each event's revision beside its
+// offset (EventIndexEntry, 16 bytes), so that eviction and the search by
+// revision read the index alone; a reader of version 10 would take the
+// revisions for offsets.
 inline constexpr std::uint32_t kLayoutVersion = 11;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;

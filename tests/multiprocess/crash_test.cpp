@@ -11,6 +11,7 @@
 // scenario.
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,9 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <sstream>
 
 #include "coordination/queue.hpp"
@@ -232,11 +231,6 @@ std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s, c
   return seen;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 // The segment file mapped into the test, to put back a copy of its bytes:
 // only the pages that differ are written (a run changes a few of the
 // segment's hundreds; writing them all cost the sweeps a fifth of their time).
@@ -245,8 +239,10 @@ class SegmentBytes {
   explicit SegmentBytes(const std::string& path) {
     int fd = ::open(path.c_str(), O_RDWR);
     BOOST_REQUIRE(fd >= 0);
-    size_ = read_file(path).size();
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    struct stat st {};
+    const bool sized = ::fstat(fd, &st) == 0 && st.st_size > 0;
+    size_ = sized ? static_cast<std::size_t>(st.st_size) : 0;
+    void* p = sized ? ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     ::close(fd);
     BOOST_REQUIRE(p != MAP_FAILED);
     base_ = static_cast<char*>(p);
@@ -273,7 +269,13 @@ class SegmentBytes {
 // A scenario's segment as its setup left it, restored byte for byte (the
 // mutex word included) before each run: one segment serves every crash point
 // of a scenario, as creating one per run cost the sweeps most of their time
-// (its pages allocated, zeroed and freed each time).
+// (its pages allocated, zeroed and freed each time). What the test process
+// holds besides stays right across restores: its client registers nothing
+// (bound leases are granted in children), caches no revision or slot, and
+// its clock moves only in the setup, before the copy is taken. The globals a
+// setup fills (g_lease, g_revoked, ...) are the last preparation's: make the
+// Prepared after outcomes(), as enumerate and sweep_repairs do. (One segment
+// is one hash seed a scenario: its runs all see the same skip-list shape.)
 struct Prepared {
   std::unique_ptr<zaris::test::SegmentFixture> fixture;
   SegmentBytes segment;

@@ -199,6 +199,40 @@ BOOST_AUTO_TEST_CASE(a_watcher_behind_the_history_is_told_compacted) {
   BOOST_TEST(recent->poll()->size() == 64u);
 }
 
+// Eviction takes the revision it gives up from the oldest event's index
+// entry alone: one below what was already given up (watchers of the evicted
+// stretch would not be told compacted) or above the new event's is corrupt,
+// and the put that met it changes nothing.
+BOOST_AUTO_TEST_CASE(eviction_refuses_an_index_revision_out_of_order) {
+  SegmentFixture f(few_events());
+  for (int i = 0; i < 70; ++i) BOOST_REQUIRE(f.client->put("k", std::to_string(i)).ok());
+  const std::uint64_t revision = f.client->info()->revision;
+  zaris::segment::Layout layout;
+  BOOST_REQUIRE(zaris::segment::Layout::compute(zaris::segment::to_capacities(few_events()), layout));
+  int fd = ::open(("/dev/shm/" + f.name).c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  void* map = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  // 70 events in an index of 64: the oldest kept is the 7th (index 6), of
+  // the 64th revision from the last.
+  const std::uint64_t kept_from = revision - 63;
+  auto& oldest = reinterpret_cast<zaris::segment::EventIndexEntry*>(
+      static_cast<char*>(map) + layout.event_index_offset)[6];
+  BOOST_REQUIRE(oldest.revision == kept_from);
+  for (std::uint64_t wrong : {kept_from - 3, revision + 2}) {
+    oldest.revision = wrong;
+    BOOST_TEST(f.client->put("k", "x").code() == Errc::corrupt_segment, "index revision " << wrong);
+    BOOST_TEST(f.client->info()->revision == revision);
+    BOOST_TEST(f.client->info()->events_kept == 64u);
+    oldest.revision = kept_from;
+  }
+  f.require_consistent();
+  BOOST_TEST(f.client->put("k", "x").ok());
+  f.require_consistent();
+  ::munmap(map, layout.total_bytes);
+}
+
 // An event record whose lengths another process rewrote, or its entry in the
 // event index: the watcher gets a clear error, never a copy out of bounds,
 // and the store is unchanged.
@@ -248,11 +282,19 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
   auto& first_entry = *reinterpret_cast<zaris::segment::EventIndexEntry*>(
       static_cast<char*>(map) + layout.event_index_offset);
   BOOST_REQUIRE(first_entry.revision == revision);
-  first_entry.revision = revision + 1;
-  {
-    auto watcher = client->watch("k", from_start);
-    BOOST_REQUIRE(watcher.ok());
-    BOOST_TEST(watcher->poll().code() == Errc::corrupt_segment);
+  // Too high, and too low (the search by revision would step over the event
+  // in silence): either is an error, from the start and from the event's
+  // own revision.
+  for (std::uint64_t wrong : {revision + 1, revision - 1}) {
+    first_entry.revision = wrong;
+    for (std::uint64_t start : {std::uint64_t{1}, revision}) {
+      zaris::WatchOptions options;
+      options.start_revision = start;
+      auto watcher = client->watch("k", options);
+      BOOST_REQUIRE(watcher.ok());
+      BOOST_TEST(watcher->poll().code() == Errc::corrupt_segment,
+                 "index revision " << wrong << ", watching from " << start);
+    }
     BOOST_TEST(!client->check()->empty());
     BOOST_TEST(client->info()->revision == revision);
   }
