@@ -37,9 +37,10 @@ bash scripts/deps.sh
 run_configuration() {
   local name="$1" dir="$2"
   shift 2
-  echo "=== $name: $dir"
+  echo "=== $name: $dir ($(date -u +%T))"
   cmake -S . -B "$dir" "$@" || exit 1
   cmake --build "$dir" -j2 || exit 1
+  echo "=== $name: built ($(date -u +%T))"
 
   local runner=()
   if [ "$name" = tsan ]; then
@@ -74,7 +75,7 @@ run_configuration() {
     grep -hE "^(torture:|lock command:|crash points:|repair crash points:|a stopped holder|a waiter blocked|failover:|mechanism |zaris_janitor |zaris_no_janitor |zaris_election |flock |robust_mutex |robust_mutex_threaded )|stat::(number_of_executed_units|average_exec_per_sec)" \
       "$dir/Testing/Temporary/LastTest.log" 2>/dev/null || true
   done
-  echo "=== $name: ctest exited with $status"
+  echo "=== $name: ctest exited with $status ($(date -u +%T))"
   # The installed library and the Debian packages, from the Release build,
   # and the API reference (Doxygen, failing on any warning).
   if [ "$name" = release ]; then

@@ -28,7 +28,7 @@ using zaris::test::RegionImage;
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr int kRepairStride = 7;
+constexpr int kRepairStride = 19;
 #else
 constexpr int kRepairStride = 1;
 #endif
