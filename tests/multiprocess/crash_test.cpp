@@ -1,5 +1,7 @@
 // All-or-nothing under SIGKILL: each mutating operation is run in a child that
-// kills itself at step 1, 2, 3, ... of the operation, until one run completes.
+// kills itself at step 1, 2, 3, ... of the operation, until one run completes
+// (in the sanitizer builds, every step to the 20th, then a sample: see
+// kOperationStride).
 // After each death the parent repairs the segment (EOWNERDEAD), check() must
 // find nothing, and what readers see must equal the state either before the
 // operation or after it, never anything in between.
