@@ -237,7 +237,8 @@ class Engine {
   segment::EventIndexEntry& event_entry(std::uint64_t index) const;
   segment::EventIndexEntry* event_entries() const;  // the index, by position
   // The record of event `index`, first_valid <= index < head, checked (its
-  // place, its index, its revision against the index's, its lengths); aborts (corrupt_segment) if it is not.
+  // place, its index, its revision against the index's, its lengths); aborts
+  // (corrupt_segment) if it is not.
   // `header` is the copy that was checked; `bytes`, its key then its value;
   // `offset`, where it starts in the log (logical).
   struct EventRecord {

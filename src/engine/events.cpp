@@ -35,9 +35,9 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
       mapping_->base() + layout_.event_log_offset + at % log);
   const segment::EventSlotHeader e = segment::read_once(record);
   const std::uint64_t bytes = segment::event_record_bytes(e.key_len, e.value_len);
-  if (e.index != index || e.revision != entry.revision || e.key_len == 0 || e.key_len > layout_.caps.max_key_bytes ||
-      e.value_len > layout_.caps.max_value_bytes || at % log + bytes > log ||
-      bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
+  if (e.index != index || e.revision != entry.revision || e.key_len == 0 ||
+      e.key_len > layout_.caps.max_key_bytes || e.value_len > layout_.caps.max_value_bytes ||
+      at % log + bytes > log || bytes > end - at || (e.type != segment::kEventPut && e.type != segment::kEventDelete) ||
       e.reason > segment::kReasonOwnerDied) [[unlikely]]
     corrupt_value("event log: the record of event", index);
   return EventRecord{e, reinterpret_cast<const char*>(&record + 1), at};
@@ -106,9 +106,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
     if (oldest.revision < ring.compacted_revision.load(std::memory_order_relaxed) ||
         oldest.revision > revision) [[unlikely]]
       corrupt_value("event log's revision of its oldest event", oldest.revision);
-    const std::uint64_t lost = oldest.revision;
-    if (ring.compacted_revision.load(std::memory_order_relaxed) < lost)
-      ring.compacted_revision.store(lost, std::memory_order_relaxed);
+    ring.compacted_revision.store(oldest.revision, std::memory_order_relaxed);
     ring.first_valid.store(++first, std::memory_order_relaxed);
     if (++oldest_entry == entries) oldest_entry = 0;
   }

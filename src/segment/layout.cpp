@@ -63,8 +63,8 @@ bool Layout::compute(const Capacities& caps, Layout& out) noexcept {
   at = round_up(at + sizeof(Channels), kCacheLine);
   l.events_offset = at;
   l.event_index_offset = at + sizeof(EventRingHeader);
-  l.event_log_offset =
-      round_up(l.event_index_offset + std::uint64_t{caps.max_events} * sizeof(EventIndexEntry), kCacheLine);
+  l.event_log_offset = round_up(
+      l.event_index_offset + std::uint64_t{caps.max_events} * sizeof(EventIndexEntry), kCacheLine);
   l.event_log_bytes = std::uint64_t{caps.event_kib} * 1024;
   at = round_up(l.event_log_offset + l.event_log_bytes, kCacheLine);
   l.processes_offset = at;
