@@ -165,8 +165,8 @@ std::uint32_t& Store::forward(std::uint32_t node, std::uint32_t level) const {
   return node == kNone ? state_->skip_head[level] : key(node).forward[level];
 }
 
-void Store::predecessors(std::string_view key,
-                         std::array<std::uint32_t, kSkipLevels>& update) const {
+template <typename Before>
+void Store::descend(const Before& before, std::array<std::uint32_t, kSkipLevels>& update) const {
   const std::uint32_t levels = segment::read_once(state_->skip_level);
   if (levels < 1 || levels > kSkipLevels) abort_corrupt("skip-list height");
   std::uint64_t budget = std::uint64_t{layout_->caps.max_keys} * kSkipLevels + kSkipLevels;
@@ -174,13 +174,31 @@ void Store::predecessors(std::string_view key,
   for (std::uint32_t l = levels; l-- > 0;) {
     for (;;) {
       std::uint32_t next = forward(x, l);
-      if (next == kNone || key_bytes(this->key(next)) >= key) break;
+      if (next == kNone || !before(key_bytes(key(next)))) break;
       x = next;
       if (--budget == 0) abort_corrupt("skip list has a cycle");
     }
     update[l] = x;
   }
   for (std::uint32_t l = levels; l < kSkipLevels; ++l) update[l] = kNone;
+}
+
+void Store::predecessors(std::string_view key,
+                         std::array<std::uint32_t, kSkipLevels>& update) const {
+  descend([key](std::string_view k) { return k < key; }, update);
+}
+
+std::uint32_t Store::end_under(std::string_view prefix) const {
+  std::array<std::uint32_t, kSkipLevels> update;
+  // Below the prefix or under it: its first bytes, as many as both have,
+  // are no greater than the prefix's (a key that is a proper prefix of
+  // `prefix` is below it).
+  descend(
+      [prefix](std::string_view k) {
+        return std::memcmp(k.data(), prefix.data(), std::min(k.size(), prefix.size())) <= 0;
+      },
+      update);
+  return forward(update[0], 0);
 }
 
 std::uint32_t Store::lower_bound(std::string_view key) const {

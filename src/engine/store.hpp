@@ -238,6 +238,9 @@ class Store {
   // The farthest slot under `prefix` that `k`'s links above level 0 reach
   // one after the other (kNone: none). REQUIRES: k's key is under `prefix`.
   std::uint32_t run_under(const KeySlotHeader& k, std::string_view prefix) const;
+  // The first slot whose key is neither below `prefix` nor under it (kNone:
+  // none), found from the top: where a walk under the prefix ends.
+  std::uint32_t end_under(std::string_view prefix) const;
   std::uint32_t next_key(std::uint32_t slot) const;      // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;  // level-0 predecessor
 
@@ -266,25 +269,42 @@ class Store {
     // Every slot up to `under_to` is under the prefix (kNone: the next
     // slot's key is read to tell). Keys under a prefix are adjacent, so a
     // slot that a link above level 0 reaches, under the prefix, vouches for
-    // the slots before it: a long run reads few keys, mostly headers.
+    // the slots before it: a short run reads few keys, mostly headers.
     std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
+    // A vouched walk past kShortRun slots (a long queue under a lock's name)
+    // finds the slot after the run by one search from the top instead, and
+    // reads no key after that: the walk ends when it meets that slot.
+    constexpr std::uint64_t kShortRun = 8;
+    bool end_known = false;
+    std::uint32_t end = kNone;
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
       if (++steps > max_steps) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
-      KeySlotHeader& k = key(s);
-      if (under_to == kNone) {
-        if (!starts_with_bytes(key_bytes(k), prefix)) return;
-        under_to = s;
+      if (end_known) {
+        if (s == end) return;
+      } else if (walk == Walk::vouched && steps > kShortRun) {
+        // Every slot before this one was under the prefix: this one is too,
+        // or it is the one after the run.
+        end = end_under(prefix);
+        end_known = true;
+        if (s == end) return;
       }
-      if (s == under_to)
-        under_to =
-            walk == Walk::vouched && segment::read_once(k.level) > 1 ? run_under(k, prefix) : kNone;
+      KeySlotHeader& k = key(s);
+      if (!end_known) {
+        if (under_to == kNone) {
+          if (!starts_with_bytes(key_bytes(k), prefix)) return;
+          under_to = s;
+        }
+        if (s == under_to)
+          under_to = walk == Walk::vouched && segment::read_once(k.level) > 1 ? run_under(k, prefix)
+                                                                              : kNone;
+      }
       const std::uint32_t next = k.forward[0];  // next_key(s)
       if (!fn(s, k)) return;
       s = next;
     }
-    if (under_to != kNone) [[unlikely]]
-      corrupt_value("skip list ends before it reaches slot", under_to);
+    if (end_known ? end != kNone : under_to != kNone) [[unlikely]]
+      corrupt_value("skip list ends before it reaches slot", end_known ? end : under_to);
   }
 
   std::uint32_t hash32(std::string_view key) const noexcept;
@@ -296,6 +316,10 @@ class Store {
   // Fills update[] with the last node before `key` at each level (kNone: head).
   void predecessors(std::string_view key,
                     std::array<std::uint32_t, segment::kSkipLevels>& update) const;
+  // The same for the first key that `before` (of a key's bytes) is false for:
+  // update[l] is the last node at level l whose key it holds for.
+  template <typename Before>
+  void descend(const Before& before, std::array<std::uint32_t, segment::kSkipLevels>& update) const;
   void skip_insert(Tx& tx, std::uint32_t slot, std::string_view key, std::uint32_t hash);
   void skip_remove(Tx& tx, std::uint32_t slot, std::string_view key);
   void hash_remove(Tx& tx, std::uint64_t bucket);

@@ -286,4 +286,58 @@ BOOST_FIXTURE_TEST_CASE(long_prefixes_stop_exactly_at_the_prefix, SegmentFixture
   require_consistent();
 }
 
+// A long run (more keys than a walk reads one by one) ends where a search
+// from the top says: at the first key neither below the prefix nor under it.
+// Bytes 0xff in the prefix (its end is past every key that starts with it,
+// not at the prefix with its last byte raised), a prefix all of 0xff, and
+// neighbours a byte away on both sides.
+BOOST_FIXTURE_TEST_CASE(long_runs_end_exactly_at_the_prefix_with_0xff_bytes, SegmentFixture) {
+  std::set<std::string> model;
+  const std::string ff = "\xff";
+  for (const std::string& prefix : {"z" + ff, ff + ff, std::string("m/")}) {
+    for (int i = 0; i < 40; ++i) model.insert(prefix + std::to_string(1000 + i * 7 % 40));
+    model.insert(prefix);
+    model.insert(prefix + ff + ff);
+    model.insert(prefix + std::string(1, '\0'));
+    std::string below = prefix;
+    below.back() = static_cast<char>(below.back() - 1);
+    model.insert(below + ff);
+  }
+  for (const std::string& key : {std::string("z"), std::string("{"), "y" + ff, std::string("m0"),
+                                 std::string("m."), std::string("n")})
+    model.insert(key);
+  // Created in an order unlike key order.
+  std::vector<std::string> order(model.begin(), model.end());
+  for (std::size_t i = 0; i < order.size(); ++i) std::swap(order[i], order[i * 13 % order.size()]);
+  for (const std::string& key : order) BOOST_REQUIRE(client->put(key, "v").ok());
+  for (const std::string& prefix : {"z" + ff, ff + ff, ff, std::string("m/"), std::string("m"),
+                                    "z" + ff + "10", std::string("")}) {
+    std::vector<std::string> expected;
+    for (const std::string& key : model)
+      if (key.starts_with(prefix)) expected.push_back(key);
+    auto got = client->get_prefix(prefix);
+    BOOST_REQUIRE(got.ok());
+    std::vector<std::string> keys;
+    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    // The newest three, by create revision: the walk that keeps candidates.
+    std::vector<std::string> newest;
+    for (auto it = order.rbegin(); it != order.rend() && newest.size() < 3; ++it)
+      if (it->starts_with(prefix)) newest.push_back(*it);
+    zaris::RangeOptions options;
+    options.order = zaris::RangeOrder::create_revision_descending;
+    options.limit = 3;
+    auto by_creation = client->get_prefix(prefix, options);
+    BOOST_REQUIRE(by_creation.ok());
+    std::vector<std::string> got_newest;
+    for (const auto& kv : by_creation->kvs) got_newest.push_back(kv.key);
+    BOOST_TEST_CONTEXT("prefix of " << prefix.size() << " bytes, " << expected.size()
+                                    << " keys under it") {
+      BOOST_TEST(keys == expected, boost::test_tools::per_element());
+      BOOST_TEST(got_newest == newest, boost::test_tools::per_element());
+      BOOST_TEST(by_creation->more == (expected.size() > 3));
+    }
+  }
+  require_consistent();
+}
+
 BOOST_AUTO_TEST_SUITE_END()
