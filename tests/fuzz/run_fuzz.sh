@@ -7,7 +7,10 @@ seeds_tool=$1 fuzzer=$2 work=$3 seconds=$4 regressions=$5
 rm -rf "$work/seeds" "$work/corpus" "$work"/crash-* "$work"/timeout-* "$work"/leak-* "$work"/oom-*
 mkdir -p "$work/seeds" "$work/corpus"
 "$seeds_tool" "$work/seeds"
-# Every past finding first: each must now pass.
+# Every past finding first: each must now pass. A finding is an image of the
+# layout it was found on; once the layout version goes up it is refused at
+# open and tests nothing, so what it found is carried on by a seed
+# (make_seeds.cpp) or a unit test, and the image removed.
 if compgen -G "$regressions/*" >/dev/null; then
   "$fuzzer" "$regressions"/*
 fi
