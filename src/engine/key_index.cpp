@@ -189,6 +189,7 @@ void Store::predecessors(std::string_view key,
 }
 
 std::uint32_t Store::end_under(std::string_view prefix) const {
+  if (prefix.empty()) return kNone;  // every key is under it (and data() may be null)
   std::array<std::uint32_t, kSkipLevels> update;
   // Below the prefix or under it: its first bytes, as many as both have,
   // are no greater than the prefix's (a key that is a proper prefix of

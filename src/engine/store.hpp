@@ -247,18 +247,21 @@ class Store {
   // How a walk under a prefix knows a slot is under it.
   enum class Walk {
     // A link above level 0 to a slot under the prefix vouches for the slots
-    // before it: a long run reads few keys. A corrupt level-0 link inside
-    // the run is found only at the end of the walk (corrupt_segment), so a
-    // walk that stops early may have been handed slots outside the prefix:
-    // for reads whose caller checks the keys it keeps.
+    // before it, and past a few slots the run's end is found by a search:
+    // a long run reads few keys. A corrupt level-0 link inside the run is
+    // found only where the walk meets the slot vouched for or the run's end
+    // (which must link back to the slot before it), so a walk that stops
+    // early may have been handed slots outside the prefix: for reads whose
+    // caller checks the keys it keeps, and whose fn removes nothing.
     vouched,
     // Every slot's key is read and compared before fn sees it: for walks
     // that change what they are handed (deletes).
     every_key,
   };
   // Calls fn(slot, header) for every key slot (live, vacant or dead) whose key
-  // starts with `prefix`, in key order, until fn returns false. fn may remove
-  // the slot it is given (the successor is read before the call).
+  // starts with `prefix`, in key order, until fn returns false. In an
+  // every_key walk fn may remove the slot it is given (the successor is read
+  // before the call).
   // REQUIRES: `start`, if given, is the first slot under the prefix
   // (first_under(), which checks it); its key is not tested again.
   template <typename Fn>
@@ -273,21 +276,21 @@ class Store {
     std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
     // A vouched walk past kShortRun slots (a long queue under a lock's name)
     // finds the slot after the run by one search from the top instead, and
-    // reads no key after that: the walk ends when it meets that slot.
-    constexpr std::uint64_t kShortRun = 8;
+    // reads no key after that: the walk ends when it meets that slot, which
+    // must link back to the last slot walked, after the slot last vouched
+    // for. (Vouching reads a key or more at each slot it reaches, a few
+    // slots apart: over a long run, more than the search.)
+    constexpr std::uint64_t kShortRun = 16;
     bool end_known = false;
     std::uint32_t end = kNone;
+    std::uint32_t previous = kNone;
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
       if (++steps > max_steps) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
-      if (end_known) {
-        if (s == end) return;
-      } else if (walk == Walk::vouched && steps > kShortRun) {
-        // Every slot before this one was under the prefix: this one is too,
-        // or it is the one after the run.
-        end = end_under(prefix);
-        end_known = true;
-        if (s == end) return;
+      if (end_known && s == end) {
+        if (under_to != kNone || previous_key(end) != previous) [[unlikely]]
+          corrupt_value("skip list's run under a prefix ends early, at slot", end);
+        return;
       }
       KeySlotHeader& k = key(s);
       if (!end_known) {
@@ -295,12 +298,18 @@ class Store {
           if (!starts_with_bytes(key_bytes(k), prefix)) return;
           under_to = s;
         }
-        if (s == under_to)
-          under_to = walk == Walk::vouched && segment::read_once(k.level) > 1 ? run_under(k, prefix)
-                                                                              : kNone;
+        if (walk == Walk::vouched && steps > kShortRun) {
+          end = end_under(prefix);  // past this slot, which is under the prefix
+          end_known = true;
+        }
       }
+      if (s == under_to)
+        under_to = walk == Walk::vouched && !end_known && segment::read_once(k.level) > 1
+                       ? run_under(k, prefix)
+                       : kNone;
       const std::uint32_t next = k.forward[0];  // next_key(s)
       if (!fn(s, k)) return;
+      previous = s;
       s = next;
     }
     if (end_known ? end != kNone : under_to != kNone) [[unlikely]]

@@ -340,4 +340,53 @@ BOOST_FIXTURE_TEST_CASE(long_runs_end_exactly_at_the_prefix_with_0xff_bytes, Seg
   require_consistent();
 }
 
+// Runs of 1 to 20 keys, each between a key just below its prefix and one
+// just past it: a walk that finds its end by a search (past 16 slots)
+// stops exactly there, in key order (with and without a limit that cuts it
+// after that search) and by create revision; and the empty prefix, whose
+// bytes may be no pointer at all, walks every key.
+BOOST_FIXTURE_TEST_CASE(runs_around_the_search_for_their_end_stop_exactly, SegmentFixture) {
+  std::vector<std::string> all;
+  for (int n = 1; n <= 20; ++n) {
+    const std::string prefix = "r" + std::to_string(n + 10) + "/";
+    all.push_back(prefix.substr(0, prefix.size() - 1) + ".");  // just below
+    for (int i = 0; i < n; ++i) all.push_back(prefix + std::to_string(100 + i));
+    all.push_back(prefix.substr(0, prefix.size() - 1) + "0");  // just past
+  }
+  // Created newest first in key order, so that the newest of a run is its first key.
+  for (auto it = all.rbegin(); it != all.rend(); ++it) BOOST_REQUIRE(client->put(*it, "v").ok());
+  for (int n = 1; n <= 20; ++n) {
+    const std::string prefix = "r" + std::to_string(n + 10) + "/";
+    std::vector<std::string> expected;
+    for (int i = 0; i < n; ++i) expected.push_back(prefix + std::to_string(100 + i));
+    BOOST_TEST_CONTEXT(n << " keys under " << prefix) {
+      auto got = client->get_prefix(prefix);
+      BOOST_REQUIRE(got.ok());
+      std::vector<std::string> keys;
+      for (const auto& kv : got->kvs) keys.push_back(kv.key);
+      BOOST_TEST(keys == expected, boost::test_tools::per_element());
+      for (std::size_t limit : {std::size_t{16}, std::size_t{17}}) {
+        zaris::RangeOptions options;
+        options.limit = limit;
+        auto cut = client->get_prefix(prefix, options);
+        BOOST_REQUIRE(cut.ok());
+        BOOST_TEST(cut->kvs.size() == std::min<std::size_t>(limit, expected.size()));
+        BOOST_TEST(cut->more == (expected.size() > limit));
+      }
+      zaris::RangeOptions oldest;
+      oldest.order = zaris::RangeOrder::create_revision_ascending;
+      oldest.limit = 2;
+      auto by_creation = client->get_prefix(prefix, oldest);
+      BOOST_REQUIRE(by_creation.ok());
+      BOOST_REQUIRE(!by_creation->kvs.empty());
+      BOOST_TEST(by_creation->kvs[0].key == expected.back());
+      BOOST_TEST(by_creation->more == (expected.size() > 2));
+    }
+  }
+  auto every = client->get_prefix(std::string_view());
+  BOOST_REQUIRE(every.ok());
+  BOOST_TEST(every->kvs.size() == all.size());
+  require_consistent();
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -338,15 +338,36 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
     if (h.level >= 2 && under(h.forward[1]) && h.forward[0] != h.forward[1]) from = slot_of[i];
   }
   BOOST_REQUIRE(from != kNone);
+  const std::string_view prefix = "p/";
+  // A level-0 link deep in the run (past the first slots, where a walk finds
+  // the run's end by a search and reads no more keys) that skips straight
+  // to the run's end: the keys it skips are not lost in silence.
+  {
+    const std::uint32_t deep = slot_of[60];
+    const off_t deep_link =
+        static_cast<off_t>(layout.keys_offset + deep * layout.key_slot_bytes +
+                           offsetof(KeySlotHeader, forward));
+    poke_value<std::uint32_t>(path, deep_link, slot_of[kUnder]);  // "q/000"
+    BOOST_TEST(created->get_prefix(prefix).code() == Errc::corrupt_segment);
+    zaris::RangeOptions newest;
+    newest.order = zaris::RangeOrder::create_revision_descending;
+    newest.limit = 3;
+    BOOST_TEST(created->get_prefix(prefix, newest).code() == Errc::corrupt_segment);
+    poke_value<std::uint32_t>(path, deep_link, nodes[deep].forward[0]);
+    auto restored = created->get_prefix(prefix, newest);
+    BOOST_REQUIRE(restored.ok());
+    BOOST_REQUIRE(restored->kvs.size() == 3u);
+    BOOST_TEST(restored->kvs[0].key == key_of("p/", kUnder - 1));
+  }
   const std::uint32_t stray = slot_of[kUnder + 3];  // "q/003"
   const off_t link =
       static_cast<off_t>(layout.keys_offset + from * layout.key_slot_bytes +
                          offsetof(KeySlotHeader, forward));
   poke_value<std::uint32_t>(path, link, stray);
 
-  auto range = created->get_prefix("p/");
+  auto range = created->get_prefix(prefix);
   BOOST_TEST(range.code() == Errc::corrupt_segment);
-  auto deleted = created->del_prefix("p/");
+  auto deleted = created->del_prefix(prefix);
   if (!deleted.ok()) BOOST_TEST(deleted.code() == Errc::corrupt_segment);
   for (std::uint32_t i = 0; i < kOutside; ++i) {
     auto kept = created->get(key_of("q/", i));
