@@ -188,17 +188,19 @@ void Store::predecessors(std::string_view key,
   descend([key](std::string_view k) { return k < key; }, update);
 }
 
-std::uint32_t Store::end_under(std::string_view prefix) const {
-  if (prefix.empty()) return kNone;  // every key is under it (and data() may be null)
+std::uint32_t Store::end_under(std::string_view prefix, std::uint32_t& last) const {
   std::array<std::uint32_t, kSkipLevels> update;
   // Below the prefix or under it: its first bytes, as many as both have,
   // are no greater than the prefix's (a key that is a proper prefix of
-  // `prefix` is below it).
+  // `prefix` is below it). Every key is under the empty prefix (whose
+  // bytes may be a null pointer, never handed to memcmp).
   descend(
       [prefix](std::string_view k) {
-        return std::memcmp(k.data(), prefix.data(), std::min(k.size(), prefix.size())) <= 0;
+        return prefix.empty() ||
+               std::memcmp(k.data(), prefix.data(), std::min(k.size(), prefix.size())) <= 0;
       },
       update);
+  last = update[0];
   return forward(update[0], 0);
 }
 

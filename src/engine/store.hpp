@@ -239,8 +239,9 @@ class Store {
   // one after the other (kNone: none). REQUIRES: k's key is under `prefix`.
   std::uint32_t run_under(const KeySlotHeader& k, std::string_view prefix) const;
   // The first slot whose key is neither below `prefix` nor under it (kNone:
-  // none), found from the top: where a walk under the prefix ends.
-  std::uint32_t end_under(std::string_view prefix) const;
+  // none), found from the top: where a walk under the prefix ends; `last`:
+  // the slot before it (kNone: none).
+  std::uint32_t end_under(std::string_view prefix, std::uint32_t& last) const;
   std::uint32_t next_key(std::uint32_t slot) const;      // level-0 successor
   std::uint32_t previous_key(std::uint32_t slot) const;  // level-0 predecessor
 
@@ -248,11 +249,13 @@ class Store {
   enum class Walk {
     // A link above level 0 to a slot under the prefix vouches for the slots
     // before it, and past a few slots the run's end is found by a search:
-    // a long run reads few keys. A corrupt level-0 link inside the run is
-    // found only where the walk meets the slot vouched for or the run's end
-    // (which must link back to the slot before it), so a walk that stops
-    // early may have been handed slots outside the prefix: for reads whose
-    // caller checks the keys it keeps, and whose fn removes nothing.
+    // a long run reads few keys. A corrupt level-0 link is found only where
+    // the walk meets the slot last vouched for or the run's end (the search
+    // says which slot comes before it), so a walk that stops early may have
+    // been handed slots outside the prefix: for reads whose caller checks
+    // the keys it keeps. A link that skips forward within the run, past no
+    // slot vouched for, loses the keys it skips unseen (as in an every_key
+    // walk); check() finds it.
     vouched,
     // Every slot's key is read and compared before fn sees it: for walks
     // that change what they are handed (deletes).
@@ -275,21 +278,26 @@ class Store {
     // the slots before it: a short run reads few keys, mostly headers.
     std::uint32_t under_to = start;  // (`start` is under it: first_under() found it so.)
     // A vouched walk past kShortRun slots (a long queue under a lock's name)
-    // finds the slot after the run by one search from the top instead, and
-    // reads no key after that: the walk ends when it meets that slot, which
-    // must link back to the last slot walked, after the slot last vouched
-    // for. (Vouching reads a key or more at each slot it reaches, a few
-    // slots apart: over a long run, more than the search.)
+    // finds the slot after the run, and the run's last slot, by one search
+    // from the top instead, and reads no key after that: the walk ends when
+    // it meets that slot (or the list's end), which it must reach from the
+    // run's last slot, after the slot last vouched for. (Vouching reads a
+    // key or more at each slot it reaches, a few slots apart: over a long
+    // run, more than the search.)
     constexpr std::uint64_t kShortRun = 16;
     bool end_known = false;
     std::uint32_t end = kNone;
+    std::uint32_t last = kNone;
     std::uint32_t previous = kNone;
+    auto check_end = [&] {
+      if (under_to != kNone || previous != last) [[unlikely]]
+        corrupt_value("skip list's run under a prefix ends early, before slot", last);
+    };
     for (std::uint32_t s = start != kNone ? start : lower_bound(prefix); s != kNone;) {
       if (++steps > max_steps) [[unlikely]]
         corrupt_value("skip list walk (a cycle) of steps", steps);
       if (end_known && s == end) {
-        if (under_to != kNone || previous_key(end) != previous) [[unlikely]]
-          corrupt_value("skip list's run under a prefix ends early, at slot", end);
+        check_end();
         return;
       }
       KeySlotHeader& k = key(s);
@@ -299,7 +307,7 @@ class Store {
           under_to = s;
         }
         if (walk == Walk::vouched && steps > kShortRun) {
-          end = end_under(prefix);  // past this slot, which is under the prefix
+          end = end_under(prefix, last);  // past this slot, which is under the prefix
           end_known = true;
         }
       }
@@ -312,8 +320,13 @@ class Store {
       previous = s;
       s = next;
     }
-    if (end_known ? end != kNone : under_to != kNone) [[unlikely]]
-      corrupt_value("skip list ends before it reaches slot", end_known ? end : under_to);
+    if (end_known) {
+      if (end != kNone) [[unlikely]]
+        corrupt_value("skip list ends before it reaches slot", end);
+      check_end();  // the run was the list's last
+    } else if (under_to != kNone) [[unlikely]] {
+      corrupt_value("skip list ends before it reaches slot", under_to);
+    }
   }
 
   std::uint32_t hash32(std::string_view key) const noexcept;

@@ -370,7 +370,13 @@ BOOST_FIXTURE_TEST_CASE(runs_around_the_search_for_their_end_stop_exactly, Segme
         options.limit = limit;
         auto cut = client->get_prefix(prefix, options);
         BOOST_REQUIRE(cut.ok());
-        BOOST_TEST(cut->kvs.size() == std::min<std::size_t>(limit, expected.size()));
+        std::vector<std::string> first;
+        for (const auto& kv : cut->kvs) first.push_back(kv.key);
+        const std::vector<std::string> wanted(
+            expected.begin(), expected.begin() + std::min<std::ptrdiff_t>(
+                                                     static_cast<std::ptrdiff_t>(limit),
+                                                     static_cast<std::ptrdiff_t>(expected.size())));
+        BOOST_TEST(first == wanted, boost::test_tools::per_element());
         BOOST_TEST(cut->more == (expected.size() > limit));
       }
       zaris::RangeOptions oldest;

@@ -353,7 +353,14 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
     newest.order = zaris::RangeOrder::create_revision_descending;
     newest.limit = 3;
     BOOST_TEST(created->get_prefix(prefix, newest).code() == Errc::corrupt_segment);
+    // The same link cut (the list ends there): the run of a prefix that
+    // holds the list's last key (every key is under the empty prefix) is not
+    // cut short in silence either.
+    poke_value<std::uint32_t>(path, deep_link, kNone);
+    BOOST_TEST(created->get_prefix("").code() == Errc::corrupt_segment);
+    BOOST_TEST(created->get_prefix(prefix).code() == Errc::corrupt_segment);
     poke_value<std::uint32_t>(path, deep_link, nodes[deep].forward[0]);
+    BOOST_TEST(created->get_prefix("")->kvs.size() == kUnder + kOutside);
     auto restored = created->get_prefix(prefix, newest);
     BOOST_REQUIRE(restored.ok());
     BOOST_REQUIRE(restored->kvs.size() == 3u);
