@@ -212,12 +212,12 @@ constexpr int kMaxSteps = 100000;
 // ThreadSanitizer, which looks for races between a process's threads (its
 // liveness thread and the operation), not for what a step leaves behind,
 // samples the operation twice as sparsely again.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #if defined(__SANITIZE_THREAD__)
 constexpr int kOperationStride = 6;
-#elif defined(__SANITIZE_ADDRESS__)
+#else
 constexpr int kOperationStride = 3;
 #endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr int kDenseStride = 4;
 constexpr int kSparseStride = 211;
 constexpr int kRepairStride = 13;

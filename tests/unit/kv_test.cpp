@@ -16,6 +16,17 @@ using zaris::LeaseId;
 using zaris::Put;
 using zaris::test::SegmentFixture;
 
+namespace {
+
+// The keys a range returned, in its order.
+std::vector<std::string> keys_of(const zaris::RangeResult& range) {
+  std::vector<std::string> keys;
+  for (const auto& kv : range.kvs) keys.push_back(kv.key);
+  return keys;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(keys)
 
 // A deleted key's slot stays on its lease until the lease ends, then goes
@@ -183,8 +194,7 @@ BOOST_FIXTURE_TEST_CASE(ranges_by_create_revision_take_the_first_live_keys_in_or
           }
           auto got = client->get_prefix("q/", options);
           BOOST_REQUIRE(got.ok());
-          std::vector<std::string> keys;
-          for (const auto& kv : got->kvs) keys.push_back(kv.key);
+          const std::vector<std::string> keys = keys_of(*got);
           BOOST_TEST_CONTEXT("order " << (newest ? "newest" : "oldest") << " first, created "
                                       << min_created << ".." << max_created << ", limit "
                                       << limit) {
@@ -226,8 +236,7 @@ BOOST_FIXTURE_TEST_CASE(prefix_ranges_and_deletes_stop_exactly_at_the_prefix, Se
   for (const std::string& prefix : prefixes) {
     auto got = client->get_prefix(prefix);
     BOOST_REQUIRE(got.ok());
-    std::vector<std::string> keys;
-    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    const std::vector<std::string> keys = keys_of(*got);
     BOOST_TEST_CONTEXT("prefix " << prefix) {
       BOOST_TEST(keys == under(prefix));
     }
@@ -271,8 +280,7 @@ BOOST_FIXTURE_TEST_CASE(long_prefixes_stop_exactly_at_the_prefix, SegmentFixture
     const std::string prefix = base.substr(0, length);
     auto got = client->get_prefix(prefix);
     BOOST_REQUIRE(got.ok());
-    std::vector<std::string> keys;
-    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    const std::vector<std::string> keys = keys_of(*got);
     BOOST_TEST_CONTEXT("prefix of " << length << " bytes") {
       BOOST_TEST(keys == under(prefix), boost::test_tools::per_element());
     }
@@ -317,8 +325,7 @@ BOOST_FIXTURE_TEST_CASE(long_runs_end_exactly_at_the_prefix_with_0xff_bytes, Seg
       if (key.starts_with(prefix)) expected.push_back(key);
     auto got = client->get_prefix(prefix);
     BOOST_REQUIRE(got.ok());
-    std::vector<std::string> keys;
-    for (const auto& kv : got->kvs) keys.push_back(kv.key);
+    const std::vector<std::string> keys = keys_of(*got);
     // The newest three, by create revision: the walk that keeps candidates.
     std::vector<std::string> newest;
     for (auto it = order.rbegin(); it != order.rend() && newest.size() < 3; ++it)
@@ -328,8 +335,7 @@ BOOST_FIXTURE_TEST_CASE(long_runs_end_exactly_at_the_prefix_with_0xff_bytes, Seg
     options.limit = 3;
     auto by_creation = client->get_prefix(prefix, options);
     BOOST_REQUIRE(by_creation.ok());
-    std::vector<std::string> got_newest;
-    for (const auto& kv : by_creation->kvs) got_newest.push_back(kv.key);
+    const std::vector<std::string> got_newest = keys_of(*by_creation);
     BOOST_TEST_CONTEXT("prefix of " << prefix.size() << " bytes, " << expected.size()
                                     << " keys under it") {
       BOOST_TEST(keys == expected, boost::test_tools::per_element());
@@ -346,36 +352,34 @@ BOOST_FIXTURE_TEST_CASE(long_runs_end_exactly_at_the_prefix_with_0xff_bytes, Seg
 // after that search) and by create revision; and the empty prefix, whose
 // bytes may be no pointer at all, walks every key.
 BOOST_FIXTURE_TEST_CASE(runs_around_the_search_for_their_end_stop_exactly, SegmentFixture) {
+  // Run n: "r<n + 10>/100" and on, between "r<n + 10>." and "r<n + 10>0".
+  auto name_of = [](int n) { return "r" + std::to_string(n + 10); };
   std::vector<std::string> all;
   for (int n = 1; n <= 20; ++n) {
-    const std::string prefix = "r" + std::to_string(n + 10) + "/";
-    all.push_back(prefix.substr(0, prefix.size() - 1) + ".");  // just below
-    for (int i = 0; i < n; ++i) all.push_back(prefix + std::to_string(100 + i));
-    all.push_back(prefix.substr(0, prefix.size() - 1) + "0");  // just past
+    all.push_back(name_of(n) + ".");  // just below
+    for (int i = 0; i < n; ++i) all.push_back(name_of(n) + "/" + std::to_string(100 + i));
+    all.push_back(name_of(n) + "0");  // just past
   }
   // Created newest first in key order, so that the newest of a run is its first key.
   for (auto it = all.rbegin(); it != all.rend(); ++it) BOOST_REQUIRE(client->put(*it, "v").ok());
   for (int n = 1; n <= 20; ++n) {
-    const std::string prefix = "r" + std::to_string(n + 10) + "/";
+    const std::string prefix = name_of(n) + "/";
     std::vector<std::string> expected;
     for (int i = 0; i < n; ++i) expected.push_back(prefix + std::to_string(100 + i));
     BOOST_TEST_CONTEXT(n << " keys under " << prefix) {
       auto got = client->get_prefix(prefix);
       BOOST_REQUIRE(got.ok());
-      std::vector<std::string> keys;
-      for (const auto& kv : got->kvs) keys.push_back(kv.key);
+      const std::vector<std::string> keys = keys_of(*got);
       BOOST_TEST(keys == expected, boost::test_tools::per_element());
       for (std::size_t limit : {std::size_t{16}, std::size_t{17}}) {
         zaris::RangeOptions options;
         options.limit = limit;
         auto cut = client->get_prefix(prefix, options);
         BOOST_REQUIRE(cut.ok());
-        std::vector<std::string> first;
-        for (const auto& kv : cut->kvs) first.push_back(kv.key);
+        const std::vector<std::string> first = keys_of(*cut);
         const std::vector<std::string> wanted(
-            expected.begin(), expected.begin() + std::min<std::ptrdiff_t>(
-                                                     static_cast<std::ptrdiff_t>(limit),
-                                                     static_cast<std::ptrdiff_t>(expected.size())));
+            expected.begin(),
+            expected.begin() + static_cast<std::ptrdiff_t>(std::min(limit, expected.size())));
         BOOST_TEST(first == wanted, boost::test_tools::per_element());
         BOOST_TEST(cut->more == (expected.size() > limit));
       }

@@ -339,14 +339,16 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
   }
   BOOST_REQUIRE(from != kNone);
   const std::string_view prefix = "p/";
+  auto link_of = [&](std::uint32_t slot) {  // where its level-0 link is in the file
+    return static_cast<off_t>(layout.keys_offset + slot * layout.key_slot_bytes +
+                              offsetof(KeySlotHeader, forward));
+  };
   // A level-0 link deep in the run (past the first slots, where a walk finds
   // the run's end by a search and reads no more keys) that skips straight
   // to the run's end: the keys it skips are not lost in silence.
   {
     const std::uint32_t deep = slot_of[60];
-    const off_t deep_link =
-        static_cast<off_t>(layout.keys_offset + deep * layout.key_slot_bytes +
-                           offsetof(KeySlotHeader, forward));
+    const off_t deep_link = link_of(deep);
     poke_value<std::uint32_t>(path, deep_link, slot_of[kUnder]);  // "q/000"
     BOOST_TEST(created->get_prefix(prefix).code() == Errc::corrupt_segment);
     zaris::RangeOptions newest;
@@ -367,10 +369,7 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
     BOOST_TEST(restored->kvs[0].key == key_of("p/", kUnder - 1));
   }
   const std::uint32_t stray = slot_of[kUnder + 3];  // "q/003"
-  const off_t link =
-      static_cast<off_t>(layout.keys_offset + from * layout.key_slot_bytes +
-                         offsetof(KeySlotHeader, forward));
-  poke_value<std::uint32_t>(path, link, stray);
+  poke_value<std::uint32_t>(path, link_of(from), stray);
 
   auto range = created->get_prefix(prefix);
   BOOST_TEST(range.code() == Errc::corrupt_segment);
