@@ -45,6 +45,12 @@ def run(binary, pattern, min_time, extra, counters=()):
     return times
 
 
+def number(value, width):
+    """A time or counter: one decimal, or four significant digits below 10
+    (a counter such as faults_per_handoff is a small fraction)."""
+    return f'{value:{width}.1f}' if abs(value) >= 10 else f'{value:{width}.4g}'
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('old')
@@ -71,7 +77,7 @@ def main():
         times = {w: [r[name] for r in runs[w] if name in r] for w in runs}
         line = f'{name:44}'
         for w in ('old', 'new'):
-            line += f' {statistics.median(times[w]):10.1f}' if times[w] else f' {"-":>10}'
+            line += ' ' + number(statistics.median(times[w]), 10) if times[w] else f' {"-":>10}'
         peer = peers.get(name)
         for w in ('old', 'new'):
             ratios = [r[name] / r[peer] for r in runs[w] if peer and name in r and peer in r]
@@ -91,7 +97,7 @@ def alone(args):
         peer = peers.get(name)
         ratios = [r[name] / r[peer] for r in runs if peer and name in r and peer in r]
         ratio = f' {statistics.median(ratios):9.3f}  {peer}' if ratios else ''
-        print(f'{name:44} {statistics.median(times):12.1f}{ratio}')
+        print(f'{name:44} {number(statistics.median(times), 12)}{ratio}')
     return 0
 
 

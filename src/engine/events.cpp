@@ -112,6 +112,10 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   }
   auto* e = reinterpret_cast<segment::EventSlotHeader*>(mapping_->base() +
                                                         layout_.event_log_offset + in_log);
+  // Its first and last bytes by reading: the pages they lie on, and their
+  // neighbours, mapped by one fault each rather than one a page.
+  segment::map_by_reading(e);
+  segment::map_by_reading(reinterpret_cast<const char*>(e) + bytes - 1);
   e->index = index;
   e->revision = revision;
   e->create_revision = k.create_revision;
