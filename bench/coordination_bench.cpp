@@ -1,8 +1,8 @@
 // Locks, hand-offs and wake-ups, beside flock(2) in the same run.
 //
 //   BM_LockUnlock        uncontended Mutex lock + unlock (session already open)
-//   BM_LockHandoff/N     N processes queued on one Mutex: time, CPU and wake-ups
-//                        per hand-off
+//   BM_LockHandoff/N     N processes queued on one Mutex: time, CPU, wake-ups and
+//                        page faults per hand-off, once the faults have stopped
 //   BM_FutexQueueHandoff/N  peer: the same on a FIFO ticket lock on bare futexes
 //   BM_FlockHandoff      two processes taking turns with flock(2); handoffs/s
 //   BM_FlockHandoff      the same with flock(2) LOCK_EX / LOCK_UN
@@ -185,8 +185,8 @@ void report_handoffs(benchmark::State& state, Shared* shared, std::int64_t start
 
 // With N processes queued on one lock, each taking it and giving it back in
 // a loop: per hand-off (a change of owner), the wall time, the CPU of all N
-// processes, their voluntary context switches, and (zaris) the sleepers the
-// unlocks woke. Shared by the rows below.
+// processes, their voluntary context switches and page faults, and (zaris)
+// the sleepers the unlocks woke. Shared by the rows below.
 struct Queue {
   std::atomic<int> ready;
   std::atomic<bool> stop;
@@ -259,9 +259,10 @@ Usage usage_of(const std::vector<pid_t>& pids) {
 }
 
 // Starts N contenders, each running `contend` (which returns its exit status
-// when queue->stop is set); then lets them run for one second, the one
-// iteration, whose manual time is the time per hand-off. `woken` reads how
-// many sleepers the lock has woken so far (or returns -1 if it cannot tell).
+// when queue->stop is set); runs hand-offs until they stop faulting, then
+// lets them run for one second, the one iteration, whose manual time is the
+// time per hand-off. `woken` reads how many sleepers the lock has woken so
+// far (or returns -1 if it cannot tell).
 template <typename Contend, typename Woken>
 void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&& woken) {
   const int n = static_cast<int>(state.range(0));
@@ -275,39 +276,52 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
       ::waitpid(pid, nullptr, 0);
     }
   };
-  // Every contender started, or one ended (it could not open, or lost its
-  // session): a bounded wait, never a hang.
-  const std::int64_t give_up = now_ns() + 60'000'000'000;
-  while (queue->ready.load() < n) {
+  // A contender that ended (it could not open, or lost its session) stops
+  // the row: the queue would be shorter than it says.
+  auto one_ended = [&](const char* when) {
     for (pid_t& pid : pids) {
       int status = 0;
       if (::waitpid(pid, &status, WNOHANG) == pid) {
         pid = 0;
         stop_all();
-        const std::string why =
-            "a contender ended before the queue formed (status " + std::to_string(status) + ")";
-        return state.SkipWithError(why.c_str());
+        const std::string why = std::string("a contender ended ") + when + " (status " +
+                                std::to_string(status) + ")";
+        state.SkipWithError(why.c_str());
+        return true;
       }
     }
+    return false;
+  };
+  // Every contender started, or one ended: a bounded wait, never a hang.
+  const std::int64_t give_up = now_ns() + 60'000'000'000;
+  while (queue->ready.load() < n) {
+    if (one_ended("before the queue formed")) return;
     if (now_ns() > give_up) {
       stop_all();
       return state.SkipWithError("the contenders never all started");
     }
     std::this_thread::sleep_for(1ms);
   }
-  // Hand-offs until they stop faulting (at most 5 s): the first time a
-  // process writes a page of the segment it faults, and with many processes
-  // taking turns at writing the event log, the first seconds fault at nearly
-  // every hand-off (once a page and process: a start-up cost, not the
-  // queue's). Measured since then: `faults_per_handoff` shows what is left.
+  // Hand-offs until they stop faulting, in windows of 200 ms, for at most
+  // 5 s: each process maps each page of the segment it touches the first
+  // time, and with many processes taking turns at writing the event log,
+  // the first seconds fault at nearly every hand-off (once a page and
+  // process: a start-up cost, which `warm_up_faults_per_process` gives, not
+  // the queue's). `warmed` is 0 if the faults had not stopped by then;
+  // `faults_per_handoff` is what is left in the measured second.
   const std::int64_t warm_from = now_ns();
-  for (const std::int64_t warm_until = warm_from + 5'000'000'000; now_ns() < warm_until;) {
-    const Usage was = usage_of(pids);
+  const Usage started = usage_of(pids);
+  Usage window_start = started;
+  bool warmed = false;
+  while (!warmed && now_ns() < warm_from + 5'000'000'000) {
     const std::uint64_t h0 = queue->handoffs.load();
     std::this_thread::sleep_for(200ms);
     const std::uint64_t h1 = queue->handoffs.load();
-    if (h1 > h0 && usage_of(pids).faults - was.faults < 0.01 * static_cast<double>(h1 - h0)) break;
+    const Usage window_end = usage_of(pids);
+    warmed = h1 > h0 && window_end.faults - window_start.faults < 0.01 * static_cast<double>(h1 - h0);
+    window_start = window_end;
   }
+  if (one_ended("while warming up")) return;
   const double warm_ms = static_cast<double>(now_ns() - warm_from) / 1e6;
   const Usage before = usage_of(pids);
   const double woken_before = woken();
@@ -329,6 +343,7 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
   const Usage after = usage_of(pids);
   const double woken_after = woken();
   const double handoffs = static_cast<double>(queue->handoffs.load() - handoffs_before);
+  if (one_ended("in the measured second")) return;
   stop_all();
   if (handoffs == 0) return;
   state.counters["handoffs_per_s"] = handoffs / (total_ns / 1e9);
@@ -336,6 +351,8 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
   state.counters["switches_per_handoff"] = (after.switches - before.switches) / handoffs;
   state.counters["faults_per_handoff"] = (after.faults - before.faults) / handoffs;
   state.counters["warm_up_ms"] = warm_ms;
+  state.counters["warm_up_faults_per_process"] = (before.faults - started.faults) / n;
+  state.counters["warmed"] = warmed ? 1 : 0;
   if (woken_before >= 0)
     state.counters["wakeups_per_handoff"] = (woken_after - woken_before) / handoffs;
   state.counters["waiters"] = n;

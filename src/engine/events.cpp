@@ -8,6 +8,7 @@
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
+#include "segment/fault_around.hpp"
 #include "segment/read_once.hpp"
 
 namespace zaris::engine {
@@ -112,10 +113,8 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   }
   auto* e = reinterpret_cast<segment::EventSlotHeader*>(mapping_->base() +
                                                         layout_.event_log_offset + in_log);
-  // Its first and last bytes by reading: the pages they lie on, and their
-  // neighbours, mapped by one fault each rather than one a page.
-  segment::map_by_reading(e);
-  segment::map_by_reading(reinterpret_cast<const char*>(e) + bytes - 1);
+  // Read before it is written: docs/memory.md, "The event log".
+  segment::map_by_reading(e, bytes);
   e->index = index;
   e->revision = revision;
   e->create_revision = k.create_revision;

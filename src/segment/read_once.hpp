@@ -23,15 +23,4 @@ T read_once(const T& shared) noexcept {
   }
 }
 
-// Reads a byte of segment memory this process is about to write for the first
-// time in a while (the event log's next record): the segment is a shared tmpfs
-// mapping, and the kernel answers a read fault on it by mapping the page and
-// its neighbours already in memory (fault-around, 64 KiB by default), a write
-// fault by mapping the one page. Each process maps each page once; over a log
-// of 4 MiB written by 64 processes in turn that was a fault a hand-off for
-// seconds, and is a sixteenth of it so (bench/README.md).
-inline void map_by_reading(const void* p) noexcept {
-  (void)*static_cast<const volatile unsigned char*>(p);
-}
-
 }  // namespace zaris::segment

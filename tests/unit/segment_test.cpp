@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "coordination/queue.hpp"
 #include "segment/data_region.hpp"
+#include "segment/fault_around.hpp"
 #include "segment/layout.hpp"
 #include "support.hpp"
 
@@ -475,6 +477,62 @@ BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
   BOOST_REQUIRE(found.ok());
   BOOST_TEST(found->size() >= 2u);
   BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The event log's writer maps the pages it is about to write by reading a
+// byte of each fault-around window first, and never reads a byte past what it
+// writes.
+BOOST_AUTO_TEST_SUITE(fault_around)
+
+BOOST_AUTO_TEST_CASE(reads_each_window_a_range_reaches_and_nothing_past_it) {
+  using zaris::segment::kFaultAroundBytes;
+  using zaris::segment::map_by_reading;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t window = kFaultAroundBytes;
+  // Six windows of a fresh shared mapping, aligned to a window, with the
+  // first page of windows 1 and 5 unreadable: a read there is a SIGSEGV.
+  const std::size_t span = 7 * window;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  BOOST_REQUIRE(raw != MAP_FAILED);
+  auto* base = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<std::uintptr_t>(raw) + window - 1) / window * window);
+  BOOST_REQUIRE(::mprotect(base + window, page, PROT_NONE) == 0);
+  BOOST_REQUIRE(::mprotect(base + 5 * window, page, PROT_NONE) == 0);
+  auto faults = [] {
+    rusage usage{};
+    ::getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_minflt;
+  };
+  // Each read of a page not mapped here faults exactly once where the kernel
+  // maps shared memory page by page (no transparent huge pages for it).
+  std::ifstream huge("/sys/kernel/mm/transparent_hugepage/shmem_enabled");
+  std::string modes;
+  std::getline(huge, modes);
+  const bool page_by_page = !huge || modes.find("[never]") != std::string::npos ||
+                            modes.find("[deny]") != std::string::npos;
+  // A range that ends where window 1 begins reads window 0 alone.
+  long before = faults();
+  map_by_reading(base + window - 10, 10);
+  if (page_by_page) BOOST_TEST(faults() - before == 1);
+  // Two windows and 100 bytes from inside window 2: its first byte, then
+  // the first byte of windows 3 and 4; window 5 is not reached.
+  unsigned char* const range = base + 2 * window + 100;
+  before = faults();
+  map_by_reading(range, 2 * window);
+  if (page_by_page) BOOST_TEST(faults() - before == 3);
+  // Mapped: no fault. Unmapped here again (the pages stay in memory): each
+  // is read, and faults, again.
+  before = faults();
+  map_by_reading(range, 2 * window);
+  BOOST_TEST(faults() - before == 0);
+  BOOST_REQUIRE(::madvise(base + 2 * window, 3 * window, MADV_DONTNEED) == 0);
+  before = faults();
+  map_by_reading(range, 2 * window);
+  BOOST_TEST(faults() - before >= 1);
+  if (page_by_page) BOOST_TEST(faults() - before == 3);
+  ::munmap(raw, span);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
