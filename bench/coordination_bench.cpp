@@ -284,8 +284,10 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
       if (::waitpid(pid, &status, WNOHANG) == pid) {
         pid = 0;
         stop_all();
-        const std::string why = std::string("a contender ended ") + when + " (status " +
-                                std::to_string(status) + ")";
+        const std::string how = WIFEXITED(status)
+                                    ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                    : "signal " + std::to_string(WTERMSIG(status));
+        const std::string why = std::string("a contender ended ") + when + " (" + how + ")";
         state.SkipWithError(why.c_str());
         return true;
       }
@@ -302,7 +304,7 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
     }
     std::this_thread::sleep_for(1ms);
   }
-  // Hand-offs until they stop faulting, in windows of 200 ms, for at most
+  // Hand-offs until they stop faulting, in windows of 200 ms begun within
   // 5 s: each process maps each page of the segment it touches the first
   // time, and with many processes taking turns at writing the event log,
   // the first seconds fault at nearly every hand-off (once a page and
@@ -317,11 +319,12 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
     const std::uint64_t h0 = queue->handoffs.load();
     std::this_thread::sleep_for(200ms);
     const std::uint64_t h1 = queue->handoffs.load();
+    if (one_ended("while warming up")) return;
     const Usage window_end = usage_of(pids);
-    warmed = h1 > h0 && window_end.faults - window_start.faults < 0.01 * static_cast<double>(h1 - h0);
+    warmed = h1 - h0 >= 100 &&
+             window_end.faults - window_start.faults < 0.01 * static_cast<double>(h1 - h0);
     window_start = window_end;
   }
-  if (one_ended("while warming up")) return;
   const double warm_ms = static_cast<double>(now_ns() - warm_from) / 1e6;
   const Usage before = usage_of(pids);
   const double woken_before = woken();
@@ -335,8 +338,9 @@ void run_queue(benchmark::State& state, Queue* queue, Contend&& contend, Woken&&
     const std::int64_t t1 = now_ns();
     total_ns += static_cast<double>(t1 - t0);
     if (h1 == h0) {
-      state.SkipWithError("no hand-off in a second");
-      break;
+      if (one_ended("in the measured second")) return;
+      stop_all();
+      return state.SkipWithError("no hand-off in a second");
     }
     state.SetIterationTime(static_cast<double>(t1 - t0) / 1e9 / static_cast<double>(h1 - h0));
   }
