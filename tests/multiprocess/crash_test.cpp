@@ -214,9 +214,9 @@ constexpr int kMaxSteps = 100000;
 // samples the operation twice as sparsely again.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #if defined(__SANITIZE_THREAD__)
-constexpr int kOperationStride = 6;
+constexpr int kOperationStride = 8;
 #else
-constexpr int kOperationStride = 3;
+constexpr int kOperationStride = 4;
 #endif
 constexpr int kDenseStride = 4;
 constexpr int kSparseStride = 211;
