@@ -211,10 +211,10 @@ constexpr int kMaxSteps = 100000;
 // (the one after the commit) by going back from where the run finished.
 // ThreadSanitizer, which looks for races between a process's threads (its
 // liveness thread and the operation), not for what a step leaves behind,
-// samples the operation twice as sparsely again.
+// samples the operation more sparsely again.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #if defined(__SANITIZE_THREAD__)
-constexpr int kOperationStride = 8;
+constexpr int kOperationStride = 6;
 #else
 constexpr int kOperationStride = 4;
 #endif
