@@ -537,29 +537,26 @@ BOOST_AUTO_TEST_CASE(reads_each_window_a_range_reaches_and_nothing_past_it) {
     ::munmap(raw, span);
     return;
   }
-  auto faults = [] {
-    rusage usage{};
-    ::getrusage(RUSAGE_THREAD, &usage);
-    return usage.ru_minflt;
-  };
-  // Window 2 from 100 bytes in, two windows on: its first byte, then the
-  // first byte of windows 3 and 4 (window 4 mapped already above).
+  // Window 2 from 100 bytes in, two windows on, read; the faults it took.
   unsigned char* const range = base + 2 * window + 100;
-  long before = faults();
-  map_by_reading(range, 2 * window);
-  long taken = faults() - before;
-  BOOST_TEST(taken == 2);
+  auto faults_reading = [&] {
+    auto faults = [] {
+      rusage usage{};
+      ::getrusage(RUSAGE_THREAD, &usage);
+      return usage.ru_minflt;
+    };
+    const long before = faults();
+    map_by_reading(range, 2 * window);
+    return faults() - before;
+  };
+  // Its first byte, then the first byte of windows 3 and 4 (window 4 mapped
+  // already above).
+  BOOST_TEST(faults_reading() == 2);
   // Mapped: no fault. Unmapped here again (the pages stay in memory): each
   // of the three is read, and faults, again.
-  before = faults();
-  map_by_reading(range, 2 * window);
-  taken = faults() - before;
-  BOOST_TEST(taken == 0);
+  BOOST_TEST(faults_reading() == 0);
   BOOST_REQUIRE(::madvise(base + 2 * window, 3 * window, MADV_DONTNEED) == 0);
-  before = faults();
-  map_by_reading(range, 2 * window);
-  taken = faults() - before;
-  BOOST_TEST(taken == 3);
+  BOOST_TEST(faults_reading() == 3);
   ::munmap(raw, span);
 }
 
