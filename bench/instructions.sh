@@ -39,11 +39,12 @@ count() {  # count WHAT N: the instructions of the whole run
   fi
   echo "$refs"
 }
-for what in lock txn put queue; do
+for what in lock txn put get create queue; do
   low=$(count "$what" 2000)
   high=$(count "$what" 12000)
   label=$what
   [[ $what == lock ]] && label="lock + unlock"
+  [[ $what == create ]] && label="put + delete (create)"
   awk -v l="$low" -v h="$high" -v w="$label" \
     'BEGIN { printf "%s: %.1f instructions per operation\n", w, (h - l) / 10000 }'
 done

@@ -6,6 +6,9 @@
 //   zaris-op-loop txn N    BM_Txn's transaction: two version compares, two puts
 //                          with a lease, among 1,000 keys
 //   zaris-op-loop put N    BM_PutWithLease's put among the same 1,000 keys
+//   zaris-op-loop get N    BM_Get's get among the same 1,000 keys
+//   zaris-op-loop create N BM_PutCreateDelete's put and delete of a key
+//                          between two of the same 1,000 (one operation: both)
 //   zaris-op-loop queue N  the read a contender's join makes (newest first,
 //                          limit 4) with 64 contenders queued on one name
 //
@@ -56,8 +59,11 @@ int lock_loop(const std::string& segment, long n) {
   return 0;
 }
 
-// As zaris_bench.cpp's population of 1,000 and its BM_Txn / BM_PutWithLease.
-int point_loop(const std::string& segment, long n, bool txn) {
+enum class Point { txn, put, get, create };
+
+// As zaris_bench.cpp's population of 1,000 and its BM_Txn, BM_PutWithLease,
+// BM_Get and BM_PutCreateDelete.
+int point_loop(const std::string& segment, long n, Point what) {
   zaris::SegmentOptions options;
   options.max_leases = 1000 + 1024;
   options.max_keys = 1000 + 1024;
@@ -85,17 +91,34 @@ int point_loop(const std::string& segment, long n, bool txn) {
     transaction.then(zaris::TxnOp::put(key, value, leases[i]));
   }
   zaris::TxnResult out;
-  const std::string key = key_name(1000);
+  const std::string key = key_name(what == Point::create ? 1001 : 1000);
   for (long i = 0; i < n; ++i) {
-    if (txn) {
-      auto done = client->txn(transaction, out);
-      if (!done) return fail("txn", done.error());
-      if (!out.succeeded)
-        return fail("txn", zaris::Error{zaris::Errc::revision_mismatch, "a compare failed"});
-      for (zaris::Compare& compare : transaction.compares) ++compare.number;
-    } else {
-      auto put = client->put(key, value, zaris::Put::with_lease(leases[500]));
-      if (!put) return fail("put", put.error());
+    switch (what) {
+      case Point::txn: {
+        auto done = client->txn(transaction, out);
+        if (!done) return fail("txn", done.error());
+        if (!out.succeeded)
+          return fail("txn", zaris::Error{zaris::Errc::revision_mismatch, "a compare failed"});
+        for (zaris::Compare& compare : transaction.compares) ++compare.number;
+        break;
+      }
+      case Point::put:
+      case Point::create: {
+        auto put = client->put(key, value, zaris::Put::with_lease(leases[500]));
+        if (!put) return fail("put", put.error());
+        if (what == Point::put) break;
+        auto deleted = client->del(key);
+        if (!deleted) return fail("del", deleted.error());
+        if (deleted->deleted != 1)
+          return fail("del", zaris::Error{zaris::Errc::not_found, key + " was not deleted"});
+        break;
+      }
+      case Point::get: {
+        auto found = client->get(key, seen);
+        if (!found) return fail("get", found.error());
+        if (!*found) return fail("get", zaris::Error{zaris::Errc::not_found, key + " is not there"});
+        break;
+      }
     }
   }
   return 0;
@@ -150,23 +173,29 @@ int queue_loop(const std::string& segment, long n) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr const char* kUsage = "usage: zaris-op-loop lock|txn|put|get|create|queue N\n";
   if (argc != 3) {
-    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|queue N\n");
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   const std::string_view what = argv[1];
   char* end = nullptr;
   const long n = std::strtol(argv[2], &end, 10);
+  const Point point = what == "txn"   ? Point::txn
+                      : what == "get" ? Point::get
+                      : what == "create" ? Point::create
+                                         : Point::put;
   if (end == argv[2] || *end != '\0' || n < 0 ||
-      (what != "lock" && what != "txn" && what != "put" && what != "queue")) {
-    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|queue N\n");
+      (what != "lock" && what != "queue" && what != "txn" && what != "put" && what != "get" &&
+       what != "create")) {
+    std::fprintf(stderr, "%s", kUsage);
     return 2;
   }
   // Named as the benchmarks' segments, which the test script clears after a kill.
   const std::string segment = "zaris-bench-op-loop-" + std::to_string(::getpid());
   const int rc = what == "lock"    ? lock_loop(segment, n)
                  : what == "queue" ? queue_loop(segment, n)
-                                   : point_loop(segment, n, what == "txn");
+                                   : point_loop(segment, n, point);
   (void)zaris::Client::destroy(segment);
   return rc;
 }

@@ -276,7 +276,7 @@ Result<bool> Engine::get(std::string_view key, KeyValue& out) {
     Store::Probe probe;
     const KeySlotHeader* k = find_visible(tx, now, key, probe);
     if (k == nullptr) return false;
-    fill(*k, out, true);
+    fill(*k, out, true, probe.held);
     return true;
   });
 }

@@ -156,10 +156,16 @@ class Engine {
   // or `known`, if given: find(key) taken under this lock with no key added
   // to or removed from the index since (Store::index_changes), whose `live`
   // verdict, if set (not -1), still holds for this key at `now`. `probe.live`
-  // receives the verdict.
+  // receives the verdict, and `probe.held` find's check of the key's block
+  // (cleared when `known` gives it: the block may have moved since).
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
                                     Store::Probe& probe, const Store::Probe* known = nullptr) {
-    probe = known != nullptr ? *known : store_.find(key);
+    if (known != nullptr) {
+      probe = *known;
+      probe.held = {};
+    } else {
+      probe = store_.find(key);
+    }
     if (probe.slot == segment::kNone) return nullptr;
     const KeySlotHeader& k = store_.key(probe.slot);
     if (probe.live < 0) probe.live = store_.key_visible(k, now, tx.noticed) ? 1 : 0;
@@ -216,8 +222,11 @@ class Engine {
   // no later than its head.
   void settle_ring() noexcept;
   // Appends an event for the key in `k` (before a DELETE removes it).
+  // `name` is its key and `value` (a PUT's; empty for a DELETE) its value,
+  // as the slot holds them: a put's own arguments, or the slot's bytes read
+  // once by the caller, who needs them too.
   void emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
-            std::uint64_t revision);
+            std::string_view name, std::string_view value, std::uint64_t revision);
   std::uint32_t end_reason(const LeaseSlot& lease) const;
   // Marks a key's channel to bump; it is bumped at once and woken after unlock.
   // The key is given by its hash32 where the caller has it.
@@ -250,7 +259,10 @@ class Engine {
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;
-  void fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const;
+  // `held`: the key's block as find_visible() just checked it (Probe::held),
+  // with no write since; empty: read here.
+  void fill(const KeySlotHeader& k, KeyValue& out, bool with_value,
+            std::string_view held = {}) const;
   std::vector<std::string> check_locked() const;
   // Ends a live lease as a revoke does; false if it had already ended.
   bool revoke_slot(Op& tx, std::uint32_t slot, std::int64_t now);

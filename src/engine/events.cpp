@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <tuple>
 
 #include "engine/internal.hpp"
 #include "engine/frame.hpp"
@@ -52,7 +51,7 @@ std::uint32_t Engine::end_reason(const LeaseSlot& lease) const {
 }
 
 void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlotHeader& k,
-                  std::uint64_t revision) {
+                  std::string_view name, std::string_view value, std::uint64_t revision) {
   segment::EventRingHeader& ring = *ring_;
   const std::uint64_t log = layout_.event_log_bytes;
   const std::uint64_t entries = layout_.caps.max_events;
@@ -71,13 +70,6 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   if (first < index && segment::read_once(entry[back(head_entry, 1)].revision) > revision)
       [[unlikely]]
     corrupt_value("event log: a revision out of order", revision);
-  std::string_view name;
-  std::string_view value;
-  if (type == segment::kEventPut) {
-    std::tie(name, value) = store_.key_and_value(k);
-  } else {
-    name = store_.key_bytes(k);
-  }
   const std::uint64_t bytes = segment::event_record_bytes(name.size(), value.size());
   // A record never runs past the log's end: one that would starts the next
   // turn. (The layout makes the largest record fit the log.)

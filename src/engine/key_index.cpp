@@ -76,16 +76,17 @@ std::string_view Store::value_bytes(const KeySlotHeader& k) const {
   return key_and_value(k).second;
 }
 
-std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k) const {
+std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k,
+                                                                   std::string_view held) const {
   const std::uint32_t key_len = segment::read_once(k.key_len);
   const std::uint32_t value_len = segment::read_once(k.value_len);
   if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
     corrupt_value("key length", key_len);
   if (value_len > layout_->caps.max_value_bytes) [[unlikely]]
     corrupt_value("value length", value_len);
-  const auto* bytes = reinterpret_cast<const char*>(
-      data_.bytes(segment::read_once(k.data_block), std::uint64_t{key_len} + value_len));
-  return {std::string_view(bytes, key_len), std::string_view(bytes + key_len, value_len)};
+  if (std::uint64_t{key_len} + value_len > held.size()) [[unlikely]]
+    corrupt_value("key and value length", std::uint64_t{key_len} + value_len);
+  return {std::string_view(held.data(), key_len), std::string_view(held.data() + key_len, value_len)};
 }
 
 std::string Store::data_full_message() const {
@@ -148,11 +149,16 @@ Store::Probe Store::find(std::string_view key) const {
     if (static_cast<std::uint32_t>(b >> 32) == probe.hash32) {
       auto slot = static_cast<std::uint32_t>(b) - 1;
       const KeySlotHeader& k = this->key(slot);
-      if (equal_bytes(key_bytes(k), key)) {
+      const std::string_view held = held_bytes(k);
+      const std::uint32_t len = segment::read_once(k.key_len);
+      if (len == 0 || len > layout_->caps.max_key_bytes || len > held.size()) [[unlikely]]
+        corrupt_value("key length", len);
+      if (equal_bytes(std::string_view(held.data(), len), key)) {
         if (k.used != kKeyLive && k.used != kKeyVacant)
           abort_corrupt("hash index holds a free key slot");
         probe.slot = slot;
         probe.bucket = i;
+        probe.held = held;
         return probe;
       }
     }

@@ -24,9 +24,11 @@ void copy_into(std::string& out, std::string_view bytes) {
 
 }  // namespace
 
-void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value) const {
+void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value,
+                  std::string_view held) const {
   if (with_value) {
-    const auto [key, value] = store_.key_and_value(k);  // the block checked once
+    // The block checked once (by find, if it gives `held`).
+    const auto [key, value] = held.empty() ? store_.key_and_value(k) : store_.key_and_value(k, held);
     copy_into(out.key, key);
     copy_into(out.value, value);
   } else {
@@ -111,7 +113,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
       return Error{Errc::no_space, store_.data_full_message()};
     if (died)
       emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(k.lease_id))),
-           k, delete_at);
+           k, key, {}, delete_at);
     if (!exists) {
       // The old key was deleted (its slot kept vacant) or died with its
       // lease: this put creates it anew.
@@ -125,7 +127,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
   }
   store_.set_key_lease(tx, slot, lease_id);
   tx.put_slot = slot;
-  emit(tx, segment::kEventPut, 0, store_.key(slot), revision);
+  emit(tx, segment::kEventPut, 0, store_.key(slot), key, value, revision);
   note_key_hash(tx, probe.hash32, slot);
   return PutResult{revision};
 }
@@ -302,7 +304,8 @@ bool Engine::delete_key_locked(Op& tx, std::int64_t now, std::string_view key,
   Store::Probe probe;
   const KeySlotHeader* k = find_visible(tx, now, key, probe, known);
   if (k == nullptr) return false;
-  emit(tx, segment::kEventDelete, segment::kReasonDeleted, *k, take_revision(tx, revision));
+  emit(tx, segment::kEventDelete, segment::kReasonDeleted, *k, key, {},
+       take_revision(tx, revision));
   note_key_hash(tx, probe.hash32, probe.slot);
   store_.vacate_key(tx, probe.slot);
   return true;
@@ -314,8 +317,10 @@ std::uint64_t Engine::delete_prefix_locked(Op& tx, std::int64_t now, std::string
   std::uint64_t deleted = 0;
   store_.for_each_under(prefix, [&](std::uint32_t s, const KeySlotHeader& k) {
     if (store_.key_visible(k, now, tx.noticed)) {
-      emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, take_revision(tx, revision));
-      note_key(tx, store_.key_bytes(k), s);
+      const std::string_view name = store_.key_bytes(k);
+      emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, name, {},
+           take_revision(tx, revision));
+      note_key(tx, name, s);
       store_.remove_key(tx, s);
       ++deleted;
     }

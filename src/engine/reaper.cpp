@@ -38,8 +38,9 @@ bool Engine::reap_lease(Op& tx, std::uint32_t slot, std::uint32_t& key_budget) {
         tx.set(st.revision, st.revision + 1);
         tx.set(l.end_revision, st.revision);
       }
-      emit(tx, segment::kEventDelete, reason, k, l.end_revision);
-      note_key(tx, store_.key_bytes(k), l.key_head);
+      const std::string_view name = store_.key_bytes(k);
+      emit(tx, segment::kEventDelete, reason, k, name, {}, l.end_revision);
+      note_key(tx, name, l.key_head);
     }
     store_.remove_key(tx, l.key_head);
     --key_budget;
@@ -103,8 +104,9 @@ bool Engine::delete_prefix_batch(Op& tx, std::int64_t now, std::uint32_t budget)
   });
   for (std::uint32_t i = 0; i < found; ++i) {
     const KeySlotHeader& k = store_.key(victims[i]);
-    emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, j.intent_revision);
-    note_key(tx, store_.key_bytes(k), victims[i]);
+    const std::string_view name = store_.key_bytes(k);
+    emit(tx, segment::kEventDelete, segment::kReasonDeleted, k, name, {}, j.intent_revision);
+    note_key(tx, name, victims[i]);
     store_.remove_key(tx, victims[i]);
   }
   bool done = found < budget;

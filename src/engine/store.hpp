@@ -177,9 +177,21 @@ class Store {
       corrupt_value("key length", len);
     return {reinterpret_cast<const char*>(data_.bytes(segment::read_once(k.data_block), len)), len};
   }
+  // The bytes a live or vacant key's data block holds (its key's, then its
+  // value's); aborts unless the slot names a used block.
+  std::string_view held_bytes(const KeySlotHeader& k) const {
+    const segment::DataRegion::Used block = data_.used(segment::read_once(k.data_block));
+    return {reinterpret_cast<const char*>(block.payload), block.length};
+  }
   std::string_view value_bytes(const KeySlotHeader& k) const;
   // Both, the block checked once.
-  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const;
+  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const {
+    return key_and_value(k, held_bytes(k));
+  }
+  // Both, within `held`: held_bytes(k) as read since the slot was last
+  // written (a Probe's). Aborts unless the slot's lengths fit it.
+  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k,
+                                                              std::string_view held) const;
   // Live, and its lease (if any) live at `now`.
   bool key_visible(const KeySlotHeader& k, std::int64_t now, Noticed& noticed) const;
 
@@ -190,6 +202,10 @@ class Store {
     // The engine's verdict, once it judged it (find_visible): whether the key
     // in `slot` lived at its operation's instant. -1: not judged.
     std::int8_t live = -1;
+    // find()'s held_bytes() of the key's block, which it checked to compare
+    // the key: good until the operation writes a key, so a Probe kept for
+    // later (find_visible's `known`) has it cleared. Empty: not read.
+    std::string_view held;
   };
   Probe find(std::string_view key) const;
   // Counts the keys added to or removed from the hash index through this

@@ -262,7 +262,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
             if (const KeySlotHeader* k =
                     find_visible(tx, now, op.key, probe, where(i, op.key, position))) {
               if (r.kvs.empty()) r.kvs.emplace_back();
-              fill(*k, r.kvs[0], !op.options.keys_only);
+              fill(*k, r.kvs[0], !op.options.keys_only, probe.held);
               kept = 1;
             }
             break;

@@ -480,6 +480,38 @@ BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
+// A key slot's value length is read from the segment as well: one within the
+// segment's limit but past what the key's block holds gives errors wherever
+// the value is read (a get, which reads it from the block its key's lookup
+// checked, a transaction's get and a range), never the bytes after it; other
+// keys still read.
+BOOST_AUTO_TEST_CASE(a_value_length_past_its_block_yields_errors) {
+  using namespace zaris::segment;
+  std::string name = unique_segment_name("corrupt");
+  auto created = Client::create(name, small_segment());
+  BOOST_REQUIRE(created.ok());
+  Layout layout;
+  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
+  BOOST_REQUIRE(created->put("a", std::string(40, 'a')).ok());  // slot 0: 41 bytes held
+  BOOST_REQUIRE(created->put("b", "b").ok());                   // slot 1
+  BOOST_REQUIRE(created->check()->empty());
+  // 60 bytes: within max_value_bytes (64) and the block's 48-byte capacity,
+  // past the 41 it holds.
+  poke_value<std::uint32_t>(
+      shm_path(name), static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, value_len)),
+      60);
+  BOOST_TEST(created->get("a").code() == Errc::corrupt_segment);
+  BOOST_TEST(created->txn(zaris::Txn().then(zaris::TxnOp::get("a"))).code() ==
+             Errc::corrupt_segment);
+  BOOST_TEST(created->get_prefix("").code() == Errc::corrupt_segment);
+  auto other = created->get("b");
+  BOOST_REQUIRE(other.ok());
+  BOOST_REQUIRE(other->has_value());
+  BOOST_TEST((*other)->value == "b");
+  BOOST_TEST(!created->check()->empty());
+  BOOST_REQUIRE(Client::destroy(name).ok());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // The event log's writer maps the pages it is about to write by reading a
