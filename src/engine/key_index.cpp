@@ -95,12 +95,21 @@ std::string Store::data_full_message() const {
          " bytes free, the largest block " + std::to_string(u.largest_free_block);
 }
 
-bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value) {
+bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value,
+                        std::string_view held_by_find) {
   KeySlotHeader& k = key(slot);
   if (k.used != kKeyLive && k.used != kKeyVacant) abort_corrupt("writing a free key slot");
   const std::uint32_t key_len = segment::read_once(k.key_len);
   if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
     corrupt_value("key length", key_len);
+  if (std::uint64_t{key_len} + value.size() == held_by_find.size()) {
+    // The same size as the value it replaces (a heartbeat's): in place, in
+    // the bytes find() checked.
+    auto* bytes = reinterpret_cast<std::uint8_t*>(const_cast<char*>(held_by_find.data()));
+    tx.write_bytes(bytes + key_len, value.data(), value.size());
+    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+    return true;
+  }
   const std::uint32_t block = segment::read_once(k.data_block);
   const segment::DataRegion::Used held = data_.used(block);  // checks the block
   if (key_len > held.length) [[unlikely]]

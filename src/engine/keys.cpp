@@ -55,6 +55,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
                                      WriteRevision& write_revision, const Store::Probe* found) {
   const std::uint64_t lease_id = options.lease.value();
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
+  if (found != nullptr) probe.held = {};  // kept from before this operation's writes
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   // A compare's verdict (find_visible) stands for a key its operation found
   // alive while no keep-alive has sealed the key's lease since: an operation
@@ -109,7 +110,7 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
     KeySlotHeader& k = store_.key(slot);
     // The value first: a data region with no block for it changes nothing
     // (and what the put wrote before is rolled back with the error).
-    if (!store_.write_value(tx, slot, value))
+    if (!store_.write_value(tx, slot, value, probe.held))
       return Error{Errc::no_space, store_.data_full_message()};
     if (died)
       emit(tx, segment::kEventDelete, end_reason(store_.lease(store_.lease_slot_of(k.lease_id))),

@@ -223,8 +223,11 @@ class Store {
   // Sets the value of the live or vacant key in `slot`: in place when the key
   // and value fit its block, else in a new block (allocated and written
   // first, the old one freed after). False when the data region has no such
-  // block; then nothing was written.
-  bool write_value(Tx& tx, std::uint32_t slot, std::string_view value);
+  // block; then nothing was written. `held`: the slot's block as find() just
+  // checked it (Probe::held), with no write since; a value of the size the
+  // old one had is then written there, the block not read again.
+  bool write_value(Tx& tx, std::uint32_t slot, std::string_view value,
+                   std::string_view held = {});
   // Why a put found no block: "the data region is full: N bytes free, the
   // largest block M".
   std::string data_full_message() const;

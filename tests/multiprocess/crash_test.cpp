@@ -439,6 +439,9 @@ std::vector<Scenario> scenarios() {
        [](Client& c) { (void)c.put("m", std::string(60, 'g')); }},
       {"put a value that fits its data block", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) { (void)c.put("m", "fits"); }},
+      // In place, in the bytes the key's lookup checked (a heartbeat's put).
+      {"put a value of the size it replaces", [](Client& c, auto&) { some_keys(c); },
+       [](Client& c) { (void)c.put("m", "new"); }},
       {"delete of one key freeing its data block", [](Client& c, auto&) { some_keys(c); },
        [](Client& c) { (void)c.del_prefix("z"); }},
       {"put overwrite moving lease",
