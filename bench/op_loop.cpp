@@ -116,7 +116,8 @@ int point_loop(const std::string& segment, long n, Point what) {
       case Point::get: {
         auto found = client->get(key, seen);
         if (!found) return fail("get", found.error());
-        if (!*found) return fail("get", zaris::Error{zaris::Errc::not_found, key + " is not there"});
+        if (!*found)
+          return fail("get", zaris::Error{zaris::Errc::not_found, key + " is not there"});
         break;
       }
     }
@@ -173,29 +174,34 @@ int queue_loop(const std::string& segment, long n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  constexpr const char* kUsage = "usage: zaris-op-loop lock|txn|put|get|create|queue N\n";
-  if (argc != 3) {
-    std::fprintf(stderr, "%s", kUsage);
-    return 2;
+  enum class Loop { lock, queue, point };
+  struct Name {
+    std::string_view name;
+    Loop loop;
+    Point point;
+  };
+  static constexpr Name kNames[] = {
+      {"lock", Loop::lock, Point::put},       {"txn", Loop::point, Point::txn},
+      {"put", Loop::point, Point::put},       {"get", Loop::point, Point::get},
+      {"create", Loop::point, Point::create}, {"queue", Loop::queue, Point::put}};
+  const Name* what = nullptr;
+  long n = -1;
+  if (argc == 3) {
+    for (const Name& name : kNames)
+      if (name.name == argv[1]) what = &name;
+    char* end = nullptr;
+    n = std::strtol(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0') n = -1;
   }
-  const std::string_view what = argv[1];
-  char* end = nullptr;
-  const long n = std::strtol(argv[2], &end, 10);
-  const Point point = what == "txn"   ? Point::txn
-                      : what == "get" ? Point::get
-                      : what == "create" ? Point::create
-                                         : Point::put;
-  if (end == argv[2] || *end != '\0' || n < 0 ||
-      (what != "lock" && what != "queue" && what != "txn" && what != "put" && what != "get" &&
-       what != "create")) {
-    std::fprintf(stderr, "%s", kUsage);
+  if (what == nullptr || n < 0) {
+    std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|get|create|queue N\n");
     return 2;
   }
   // Named as the benchmarks' segments, which the test script clears after a kill.
   const std::string segment = "zaris-bench-op-loop-" + std::to_string(::getpid());
-  const int rc = what == "lock"    ? lock_loop(segment, n)
-                 : what == "queue" ? queue_loop(segment, n)
-                                   : point_loop(segment, n, point);
+  const int rc = what->loop == Loop::lock    ? lock_loop(segment, n)
+                 : what->loop == Loop::queue ? queue_loop(segment, n)
+                                             : point_loop(segment, n, what->point);
   (void)zaris::Client::destroy(segment);
   return rc;
 }

@@ -156,16 +156,10 @@ class Engine {
   // or `known`, if given: find(key) taken under this lock with no key added
   // to or removed from the index since (Store::index_changes), whose `live`
   // verdict, if set (not -1), still holds for this key at `now`. `probe.live`
-  // receives the verdict, and `probe.held` find's check of the key's block
-  // (cleared when `known` gives it: the block may have moved since).
+  // receives the verdict (and its `held` stays what find() or `known` gave).
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
                                     Store::Probe& probe, const Store::Probe* known = nullptr) {
-    if (known != nullptr) {
-      probe = *known;
-      probe.held = {};
-    } else {
-      probe = store_.find(key);
-    }
+    probe = known != nullptr ? *known : store_.find(key);
     if (probe.slot == segment::kNone) return nullptr;
     const KeySlotHeader& k = store_.key(probe.slot);
     if (probe.live < 0) probe.live = store_.key_visible(k, now, tx.noticed) ? 1 : 0;

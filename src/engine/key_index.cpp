@@ -78,15 +78,12 @@ std::string_view Store::value_bytes(const KeySlotHeader& k) const {
 
 std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k,
                                                                    std::string_view held) const {
-  const std::uint32_t key_len = segment::read_once(k.key_len);
+  const std::string_view key = key_in(k, held);
   const std::uint32_t value_len = segment::read_once(k.value_len);
-  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
-    corrupt_value("key length", key_len);
-  if (value_len > layout_->caps.max_value_bytes) [[unlikely]]
+  if (value_len > layout_->caps.max_value_bytes || value_len > held.size() - key.size())
+      [[unlikely]]
     corrupt_value("value length", value_len);
-  if (std::uint64_t{key_len} + value_len > held.size()) [[unlikely]]
-    corrupt_value("key and value length", std::uint64_t{key_len} + value_len);
-  return {std::string_view(held.data(), key_len), std::string_view(held.data() + key_len, value_len)};
+  return {key, std::string_view(held.data() + key.size(), value_len)};
 }
 
 std::string Store::data_full_message() const {
@@ -99,22 +96,21 @@ bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value,
                         std::string_view held_by_find) {
   KeySlotHeader& k = key(slot);
   if (k.used != kKeyLive && k.used != kKeyVacant) abort_corrupt("writing a free key slot");
-  const std::uint32_t key_len = segment::read_once(k.key_len);
-  if (key_len == 0 || key_len > layout_->caps.max_key_bytes) [[unlikely]]
-    corrupt_value("key length", key_len);
-  if (std::uint64_t{key_len} + value.size() == held_by_find.size()) {
-    // The same size as the value it replaces (a heartbeat's): in place, in
-    // the bytes find() checked.
-    auto* bytes = reinterpret_cast<std::uint8_t*>(const_cast<char*>(held_by_find.data()));
-    tx.write_bytes(bytes + key_len, value.data(), value.size());
-    tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
-    return true;
+  if (!held_by_find.empty()) {
+    const std::string_view name = key_in(k, held_by_find);
+    if (name.size() + value.size() == held_by_find.size()) {
+      // The same size as the value it replaces (a heartbeat's): in place, in
+      // the bytes find() checked.
+      auto* bytes = reinterpret_cast<std::uint8_t*>(const_cast<char*>(held_by_find.data()));
+      tx.write_bytes(bytes + name.size(), value.data(), value.size());
+      tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
+      return true;
+    }
   }
   const std::uint32_t block = segment::read_once(k.data_block);
   const segment::DataRegion::Used held = data_.used(block);  // checks the block
-  if (key_len > held.length) [[unlikely]]
-    corrupt_value("key length", key_len);
-  const std::string_view name(reinterpret_cast<const char*>(held.payload), key_len);
+  const std::string_view name =
+      key_in(k, {reinterpret_cast<const char*>(held.payload), held.length});
   const auto length = static_cast<std::uint32_t>(name.size() + value.size());
   if (length <= held.capacity) {
     // In place; a value of another size first sets the block's length (and
@@ -159,10 +155,7 @@ Store::Probe Store::find(std::string_view key) const {
       auto slot = static_cast<std::uint32_t>(b) - 1;
       const KeySlotHeader& k = this->key(slot);
       const std::string_view held = held_bytes(k);
-      const std::uint32_t len = segment::read_once(k.key_len);
-      if (len == 0 || len > layout_->caps.max_key_bytes || len > held.size()) [[unlikely]]
-        corrupt_value("key length", len);
-      if (equal_bytes(std::string_view(held.data(), len), key)) {
+      if (equal_bytes(key_in(k, held), key)) {
         if (k.used != kKeyLive && k.used != kKeyVacant)
           abort_corrupt("hash index holds a free key slot");
         probe.slot = slot;

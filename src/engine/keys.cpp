@@ -28,7 +28,8 @@ void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value,
                   std::string_view held) const {
   if (with_value) {
     // The block checked once (by find, if it gives `held`).
-    const auto [key, value] = held.empty() ? store_.key_and_value(k) : store_.key_and_value(k, held);
+    const auto [key, value] =
+        store_.key_and_value(k, held.empty() ? store_.held_bytes(k) : held);
     copy_into(out.key, key);
     copy_into(out.value, value);
   } else {
@@ -55,7 +56,6 @@ Result<PutResult> Engine::put_locked(Op& tx, std::int64_t now, std::string_view 
                                      WriteRevision& write_revision, const Store::Probe* found) {
   const std::uint64_t lease_id = options.lease.value();
   Store::Probe probe = found != nullptr ? *found : store_.find(key);
-  if (found != nullptr) probe.held = {};  // kept from before this operation's writes
   const bool vacant = probe.slot != kNone && store_.key(probe.slot).used == segment::kKeyVacant;
   // A compare's verdict (find_visible) stands for a key its operation found
   // alive while no keep-alive has sealed the key's lease since: an operation

@@ -169,20 +169,23 @@ class Store {
       corrupt_value("key slot index", slot);
     return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
   }
-  // A live or vacant key's bytes, in its data block; aborts unless the slot
-  // names a used block that holds them.
-  std::string_view key_bytes(const KeySlotHeader& k) const {
-    const std::uint32_t len = segment::read_once(k.key_len);
-    if (len == 0 || len > layout_->caps.max_key_bytes) [[unlikely]]
-      corrupt_value("key length", len);
-    return {reinterpret_cast<const char*>(data_.bytes(segment::read_once(k.data_block), len)), len};
-  }
   // The bytes a live or vacant key's data block holds (its key's, then its
   // value's); aborts unless the slot names a used block.
   std::string_view held_bytes(const KeySlotHeader& k) const {
     const segment::DataRegion::Used block = data_.used(segment::read_once(k.data_block));
     return {reinterpret_cast<const char*>(block.payload), block.length};
   }
+  // A live or vacant key's bytes within `held` (its held_bytes()); aborts
+  // unless its length is 1 .. max_key_bytes and within them.
+  std::string_view key_in(const KeySlotHeader& k, std::string_view held) const {
+    const std::uint32_t len = segment::read_once(k.key_len);
+    if (len == 0 || len > layout_->caps.max_key_bytes || len > held.size()) [[unlikely]]
+      corrupt_value("key length", len);
+    return {held.data(), len};
+  }
+  // A live or vacant key's bytes, in its data block; aborts unless the slot
+  // names a used block that holds them.
+  std::string_view key_bytes(const KeySlotHeader& k) const { return key_in(k, held_bytes(k)); }
   std::string_view value_bytes(const KeySlotHeader& k) const;
   // Both, the block checked once.
   std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const {
@@ -204,7 +207,8 @@ class Store {
     std::int8_t live = -1;
     // find()'s held_bytes() of the key's block, which it checked to compare
     // the key: good until the operation writes a key, so a Probe kept for
-    // later (find_visible's `known`) has it cleared. Empty: not read.
+    // later (a transaction's, for its operations on the keys its compares
+    // found) has it cleared where it is kept. Empty: not read.
     std::string_view held;
   };
   Probe find(std::string_view key) const;

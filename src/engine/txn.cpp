@@ -215,6 +215,9 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     }
     // Tries the compare at the operation's own index, then the last one.
     const std::size_t usable = std::min(compared, kKnownProbes);
+    // Kept for operations that may follow writes: a block find() checked
+    // may move or change size (Probe::held).
+    for (std::size_t i = 0; i < usable; ++i) probes[i].held = {};
     auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
       if (store_.index_changes() != index_at_compares) return nullptr;
       if (i < usable && equal_bytes(compares[i].key, key)) return &probes[i];
