@@ -58,6 +58,17 @@ Errc open_after(const std::function<void(const std::string& path)>& damage) {
   return opened.code();
 }
 
+// A fresh small segment to damage by hand: `created`, a client of it, and
+// `layout`, where its words are (on a manual clock; destroyed at the end).
+struct CorruptSegment : zaris::test::SegmentFixture {
+  CorruptSegment() : SegmentFixture(small_segment(), "corrupt"), created(client.get()) {
+    BOOST_REQUIRE(zaris::segment::Layout::compute(zaris::segment::to_capacities(small_segment()),
+                                                  layout));
+  }
+  Client* created;
+  zaris::segment::Layout layout;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(segments)
@@ -242,16 +253,11 @@ BOOST_AUTO_TEST_CASE(another_user_is_denied_a_0600_segment) {
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
-BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
+BOOST_FIXTURE_TEST_CASE(corrupt_indexes_yield_errors_not_crashes, CorruptSegment) {
   using namespace zaris::segment;
-  std::string name = unique_segment_name("corrupt");
-  auto created = Client::create(name, small_segment());
-  BOOST_REQUIRE(created.ok());
   auto lease = created->leases().grant(10s);
   BOOST_REQUIRE(created->put("a", "1", zaris::Put::with_lease(*lease)).ok());
   BOOST_REQUIRE(created->put("b", "2").ok());
-  Layout layout;
-  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   // Key slot 0 ("a") claims a key length beyond the maximum.
   poke_value<std::uint32_t>(
       shm_path(name), static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, key_len)),
@@ -271,20 +277,15 @@ BOOST_AUTO_TEST_CASE(corrupt_indexes_yield_errors_not_crashes) {
                             77);
   BOOST_TEST(created->get_prefix("b").code() == Errc::corrupt_segment);
   BOOST_TEST(!created->check()->empty());
-  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 // A range under a prefix lets the skip list's upper links vouch for the keys
 // between (Store::Walk::vouched): a level-0 link inside such a run that leads
 // out of the prefix is refused as corrupt, never read as keys under it, and a
 // prefix delete, which compares every key, deletes nothing outside it.
-BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_nothing_outside) {
+BOOST_FIXTURE_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_nothing_outside,
+                        CorruptSegment) {
   using namespace zaris::segment;
-  std::string name = unique_segment_name("corrupt");
-  auto created = Client::create(name, small_segment());
-  BOOST_REQUIRE(created.ok());
-  Layout layout;
-  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   constexpr std::uint32_t kUnder = 120;  // "p/000".."p/119"
   constexpr std::uint32_t kOutside = 10;  // "q/000".."q/009"
   auto key_of = [](const char* prefix, std::uint32_t i) {
@@ -384,19 +385,13 @@ BOOST_AUTO_TEST_CASE(a_stray_link_inside_a_vouched_run_is_corrupt_and_deletes_no
     BOOST_TEST(kept->has_value(), key_of("q/", i) << " outside the prefix was deleted");
   }
   BOOST_TEST(!created->check()->empty());
-  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 // The vacant list and the skip list's back links are read from the segment
 // too: broken, they give errors, never a wrong answer.
-BOOST_AUTO_TEST_CASE(corrupt_vacant_list_and_back_links_yield_errors) {
+BOOST_FIXTURE_TEST_CASE(corrupt_vacant_list_and_back_links_yield_errors, CorruptSegment) {
   using namespace zaris::segment;
   namespace co = zaris::coordination;
-  std::string name = unique_segment_name("corrupt");
-  auto created = Client::create(name, small_segment());
-  BOOST_REQUIRE(created.ok());
-  Layout layout;
-  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   const auto state = static_cast<off_t>(layout.control_offset + offsetof(Control, state));
   const auto slot = [&](std::uint32_t s, std::size_t field) {
     return static_cast<off_t>(layout.keys_offset + s * layout.key_slot_bytes + field);
@@ -442,19 +437,13 @@ BOOST_AUTO_TEST_CASE(corrupt_vacant_list_and_back_links_yield_errors) {
   poke_value<std::uint32_t>(shm_path(name), slot(3, offsetof(KeySlotHeader, next_free)), 3);
   BOOST_TEST(!created->check()->empty());
   BOOST_TEST(created->put("gone2", "back").code() == Errc::corrupt_segment);
-  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 // A key slot's data block is read from the segment too: one out of the
 // region, one that is no block start, or one another key owns give errors,
 // never bytes from elsewhere.
-BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
+BOOST_FIXTURE_TEST_CASE(corrupt_data_block_indexes_yield_errors, CorruptSegment) {
   using namespace zaris::segment;
-  std::string name = unique_segment_name("corrupt");
-  auto created = Client::create(name, small_segment());
-  BOOST_REQUIRE(created.ok());
-  Layout layout;
-  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   const auto field = static_cast<off_t>(layout.keys_offset + offsetof(KeySlotHeader, data_block));
   BOOST_REQUIRE(created->put("a", std::string(40, 'a')).ok());  // slot 0
   BOOST_REQUIRE(created->put("b", "b").ok());                   // slot 1
@@ -477,7 +466,6 @@ BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
   auto found = created->check();
   BOOST_REQUIRE(found.ok());
   BOOST_TEST(found->size() >= 2u);
-  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 // A key slot's value length is read from the segment as well: one within the
@@ -485,13 +473,8 @@ BOOST_AUTO_TEST_CASE(corrupt_data_block_indexes_yield_errors) {
 // the value is read (a get, which reads it from the block its key's lookup
 // checked, a transaction's get and a range), never the bytes after it; other
 // keys still read.
-BOOST_AUTO_TEST_CASE(a_value_length_past_its_block_yields_errors) {
+BOOST_FIXTURE_TEST_CASE(a_value_length_past_its_block_yields_errors, CorruptSegment) {
   using namespace zaris::segment;
-  std::string name = unique_segment_name("corrupt");
-  auto created = Client::create(name, small_segment());
-  BOOST_REQUIRE(created.ok());
-  Layout layout;
-  BOOST_REQUIRE(Layout::compute(to_capacities(small_segment()), layout));
   BOOST_REQUIRE(created->put("a", std::string(40, 'a')).ok());  // slot 0: 41 bytes held
   BOOST_REQUIRE(created->put("b", "b").ok());                   // slot 1
   BOOST_REQUIRE(created->check()->empty());
@@ -511,7 +494,6 @@ BOOST_AUTO_TEST_CASE(a_value_length_past_its_block_yields_errors) {
     BOOST_TEST((*other)->value == "b");
     BOOST_TEST(!created->check()->empty());
   }
-  BOOST_REQUIRE(Client::destroy(name).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
