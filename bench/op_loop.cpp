@@ -59,11 +59,12 @@ int lock_loop(const std::string& segment, long n) {
   return 0;
 }
 
-enum class Point { txn, put, get, create };
+// What zaris-op-loop runs: its first argument.
+enum class What { lock, txn, put, get, create, queue };
 
 // As zaris_bench.cpp's population of 1,000 and its BM_Txn, BM_PutWithLease,
-// BM_Get and BM_PutCreateDelete.
-int point_loop(const std::string& segment, long n, Point what) {
+// BM_Get and BM_PutCreateDelete (`what` is one of those four).
+int point_loop(const std::string& segment, long n, What what) {
   zaris::SegmentOptions options;
   options.max_leases = 1000 + 1024;
   options.max_keys = 1000 + 1024;
@@ -91,10 +92,13 @@ int point_loop(const std::string& segment, long n, Point what) {
     transaction.then(zaris::TxnOp::put(key, value, leases[i]));
   }
   zaris::TxnResult out;
-  const std::string key = key_name(what == Point::create ? 1001 : 1000);
+  const std::string key = key_name(what == What::create ? 1001 : 1000);
   for (long i = 0; i < n; ++i) {
     switch (what) {
-      case Point::txn: {
+      case What::lock:
+      case What::queue:
+        return fail("point loop", zaris::Error{zaris::Errc::invalid_argument, "not a point loop"});
+      case What::txn: {
         auto done = client->txn(transaction, out);
         if (!done) return fail("txn", done.error());
         if (!out.succeeded)
@@ -102,18 +106,18 @@ int point_loop(const std::string& segment, long n, Point what) {
         for (zaris::Compare& compare : transaction.compares) ++compare.number;
         break;
       }
-      case Point::put:
-      case Point::create: {
+      case What::put:
+      case What::create: {
         auto put = client->put(key, value, zaris::Put::with_lease(leases[500]));
         if (!put) return fail("put", put.error());
-        if (what == Point::put) break;
+        if (what == What::put) break;
         auto deleted = client->del(key);
         if (!deleted) return fail("del", deleted.error());
         if (deleted->deleted != 1)
           return fail("del", zaris::Error{zaris::Errc::not_found, key + " was not deleted"});
         break;
       }
-      case Point::get: {
+      case What::get: {
         auto found = client->get(key, seen);
         if (!found) return fail("get", found.error());
         if (!*found)
@@ -174,34 +178,32 @@ int queue_loop(const std::string& segment, long n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  enum class Loop { lock, queue, point };
   struct Name {
     std::string_view name;
-    Loop loop;
-    Point point;
+    What what;
   };
-  static constexpr Name kNames[] = {
-      {"lock", Loop::lock, Point::put},       {"txn", Loop::point, Point::txn},
-      {"put", Loop::point, Point::put},       {"get", Loop::point, Point::get},
-      {"create", Loop::point, Point::create}, {"queue", Loop::queue, Point::put}};
-  const Name* what = nullptr;
+  static constexpr Name kNames[] = {{"lock", What::lock}, {"txn", What::txn},
+                                    {"put", What::put},   {"get", What::get},
+                                    {"create", What::create}, {"queue", What::queue}};
+  const Name* chosen = nullptr;
   long n = -1;
   if (argc == 3) {
     for (const Name& name : kNames)
-      if (name.name == argv[1]) what = &name;
+      if (name.name == argv[1]) chosen = &name;
     char* end = nullptr;
     n = std::strtol(argv[2], &end, 10);
     if (end == argv[2] || *end != '\0') n = -1;
   }
-  if (what == nullptr || n < 0) {
+  if (chosen == nullptr || n < 0) {
     std::fprintf(stderr, "usage: zaris-op-loop lock|txn|put|get|create|queue N\n");
     return 2;
   }
   // Named as the benchmarks' segments, which the test script clears after a kill.
   const std::string segment = "zaris-bench-op-loop-" + std::to_string(::getpid());
-  const int rc = what->loop == Loop::lock    ? lock_loop(segment, n)
-                 : what->loop == Loop::queue ? queue_loop(segment, n)
-                                             : point_loop(segment, n, what->point);
+  const What what = chosen->what;
+  const int rc = what == What::lock    ? lock_loop(segment, n)
+                 : what == What::queue ? queue_loop(segment, n)
+                                       : point_loop(segment, n, what);
   (void)zaris::Client::destroy(segment);
   return rc;
 }
