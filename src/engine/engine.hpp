@@ -253,8 +253,8 @@ class Engine {
   // Real-clock instant of a deadline on the engine's (possibly fake) clock.
   static std::int64_t real_deadline(std::int64_t fake_deadline, std::int64_t fake_now);
   std::int64_t liveness_deadline() const;
-  // `held`: the key's block as find_visible() just checked it (Probe::held),
-  // with no write since; empty: read here.
+  // `held`: the key's block as find_visible() checked it (Probe::held), still
+  // good; empty: read here.
   void fill(const KeySlotHeader& k, KeyValue& out, bool with_value,
             std::string_view held = {}) const;
   std::vector<std::string> check_locked() const;

@@ -72,10 +72,6 @@ void corrupt_value(const char* what, std::uint64_t value) {
   abort_corrupt(std::string(what) + " " + std::to_string(value));
 }
 
-std::string_view Store::value_bytes(const KeySlotHeader& k) const {
-  return key_and_value(k).second;
-}
-
 std::pair<std::string_view, std::string_view> Store::key_and_value(const KeySlotHeader& k,
                                                                    std::string_view held) const {
   const std::string_view key = key_in(k, held);
@@ -115,7 +111,10 @@ bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value,
   if (length <= held.capacity) {
     // In place; a value of another size first sets the block's length (and
     // gives back what a shrink no longer needs).
-    if (length != held.length) data_.resize(tx, block, length);
+    if (length != held.length) {
+      data_.resize(tx, block, length);
+      ++block_changes_;
+    }
     tx.write_bytes(held.payload + name.size(), value.data(), value.size());
   } else {
     // The new block first: a full region changes nothing. It is never the
@@ -127,6 +126,7 @@ bool Store::write_value(Tx& tx, std::uint32_t slot, std::string_view value,
     tx.init_bytes(to + name.size(), value.data(), value.size());
     tx.set(k.data_block, moved);
     data_.free(tx, block);
+    ++block_changes_;
   }
   tx.set(k.value_len, static_cast<std::uint32_t>(value.size()));
   return true;

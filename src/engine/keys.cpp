@@ -26,14 +26,14 @@ void copy_into(std::string& out, std::string_view bytes) {
 
 void Engine::fill(const KeySlotHeader& k, KeyValue& out, bool with_value,
                   std::string_view held) const {
+  // The block checked once (by find, if it gives `held`).
+  held = store_.held_or_read(k, held);
   if (with_value) {
-    // The block checked once (by find, if it gives `held`).
-    const auto [key, value] =
-        store_.key_and_value(k, held.empty() ? store_.held_bytes(k) : held);
+    const auto [key, value] = store_.key_and_value(k, held);
     copy_into(out.key, key);
     copy_into(out.value, value);
   } else {
-    copy_into(out.key, store_.key_bytes(k));
+    copy_into(out.key, store_.key_in(k, held));
     out.value.clear();
   }
   out.lease = LeaseId(k.lease_id);

@@ -175,6 +175,10 @@ class Store {
     const segment::DataRegion::Used block = data_.used(segment::read_once(k.data_block));
     return {reinterpret_cast<const char*>(block.payload), block.length};
   }
+  // `held`, a Probe's (still good), or if it is empty the block read now.
+  std::string_view held_or_read(const KeySlotHeader& k, std::string_view held) const {
+    return held.empty() ? held_bytes(k) : held;
+  }
   // A live or vacant key's bytes within `held` (its held_bytes()); aborts
   // unless its length is 1 .. max_key_bytes and within them.
   std::string_view key_in(const KeySlotHeader& k, std::string_view held) const {
@@ -186,13 +190,8 @@ class Store {
   // A live or vacant key's bytes, in its data block; aborts unless the slot
   // names a used block that holds them.
   std::string_view key_bytes(const KeySlotHeader& k) const { return key_in(k, held_bytes(k)); }
-  std::string_view value_bytes(const KeySlotHeader& k) const;
-  // Both, the block checked once.
-  std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k) const {
-    return key_and_value(k, held_bytes(k));
-  }
-  // Both, within `held`: held_bytes(k) as read since the slot was last
-  // written (a Probe's). Aborts unless the slot's lengths fit it.
+  // Both, within `held`: held_bytes(k), or a Probe's held still good.
+  // Aborts unless the slot's lengths fit it.
   std::pair<std::string_view, std::string_view> key_and_value(const KeySlotHeader& k,
                                                               std::string_view held) const;
   // Live, and its lease (if any) live at `now`.
@@ -206,9 +205,11 @@ class Store {
     // in `slot` lived at its operation's instant. -1: not judged.
     std::int8_t live = -1;
     // find()'s held_bytes() of the key's block, which it checked to compare
-    // the key: good until the operation writes a key, so a Probe kept for
-    // later (a transaction's, for its operations on the keys its compares
-    // found) has it cleared where it is kept. Empty: not read.
+    // the key: good while no block has moved or changed size and no key has
+    // left the index since (block_changes(), index_changes()), so a Probe
+    // kept for later (a transaction's, for its operations on the keys its
+    // compares found) has it cleared where it is reused once one has.
+    // Empty: not read.
     std::string_view held;
   };
   Probe find(std::string_view key) const;
@@ -217,6 +218,11 @@ class Store {
   // Probe taken when it read n stays right while it reads n (a key's slot
   // keeps its place while it is rewritten, deleted to vacant or revived).
   std::uint64_t index_changes() const noexcept { return index_changes_; }
+  // Counts, likewise, the used blocks whose place or size changed (a value
+  // written to a new block, or resized in its own): a Probe's `held` taken
+  // when it read n stays right while it reads n and the index has not
+  // changed (a key's removal, which frees its block, is an index change).
+  std::uint64_t block_changes() const noexcept { return block_changes_; }
   // insert_key's answer when the data region has no block for the key.
   static constexpr std::uint32_t kNoBlock = kNone - 1;
   // Adds a new key holding `value` at probe.bucket; returns its slot, kNone
@@ -228,8 +234,8 @@ class Store {
   // and value fit its block, else in a new block (allocated and written
   // first, the old one freed after). False when the data region has no such
   // block; then nothing was written. `held`: the slot's block as find() just
-  // checked it (Probe::held), with no write since; a value of the size the
-  // old one had is then written there, the block not read again.
+  // checked it (Probe::held), still good; a value of the size the old one
+  // had is then written there, the block not read again.
   bool write_value(Tx& tx, std::uint32_t slot, std::string_view value,
                    std::string_view held = {});
   // Why a put found no block: "the data region is full: N bytes free, the
@@ -395,6 +401,7 @@ class Store {
   std::uint64_t hash_seed_;
   segment::DataRegion data_;
   std::uint64_t index_changes_ = 0;
+  std::uint64_t block_changes_ = 0;
 };
 
 // The futex words of a registration's liveness mutexes (glibc's `__lock`):

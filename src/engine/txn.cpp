@@ -165,7 +165,9 @@ inline bool Engine::compare_holds(Op& tx, const Compare& c, std::int64_t now, St
   switch (c.target) {
     case CompareTarget::value: {
       if (k == nullptr) return false;  // as etcd: a missing key's value compares to nothing
-      const int order = store_.value_bytes(*k).compare(c.bytes);
+      const std::string_view value =
+          store_.key_and_value(*k, store_.held_or_read(*k, probe.held)).second;
+      const int order = value.compare(c.bytes);
       return compare_numbers(c.op, order, 0);
     }
     case CompareTarget::version: return compare_numbers(c.op, k ? k->version : 0, c.number);
@@ -194,6 +196,7 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     } known_lookups;
     Store::Probe* const probes = known_lookups.probes;
     const std::uint64_t index_at_compares = store_.index_changes();
+    const std::uint64_t blocks_at_compares = store_.block_changes();
     const Compare* const compares = txn.compares.data();
     const std::size_t compare_count = txn.compares.size();
     std::size_t compared = 0;
@@ -215,15 +218,20 @@ Result<void> Engine::txn(const Txn& txn, TxnResult& out) {
     }
     // Tries the compare at the operation's own index, then the last one.
     const std::size_t usable = std::min(compared, kKnownProbes);
-    // Kept for operations that may follow writes: a block find() checked
-    // may move or change size (Probe::held).
-    for (std::size_t i = 0; i < usable; ++i) probes[i].held = {};
+    // The block find() checked, once a write moved or resized one, is read
+    // again (Probe::held).
     auto known = [&](std::size_t i, const std::string& key) -> const Store::Probe* {
       if (store_.index_changes() != index_at_compares) return nullptr;
-      if (i < usable && equal_bytes(compares[i].key, key)) return &probes[i];
-      if (usable > 0 && usable == compared && equal_bytes(compares[usable - 1].key, key))
-        return &probes[usable - 1];
-      return nullptr;
+      Store::Probe* found = nullptr;
+      if (i < usable && equal_bytes(compares[i].key, key)) {
+        found = &probes[i];
+      } else if (usable > 0 && usable == compared && equal_bytes(compares[usable - 1].key, key)) {
+        found = &probes[usable - 1];
+      } else {
+        return nullptr;
+      }
+      if (store_.block_changes() != blocks_at_compares) found->held = {};
+      return found;
     };
     // A put may take the compare's verdict too: etcd's rule lets no earlier
     // write of the branch touch its key. A get or a delete may follow a

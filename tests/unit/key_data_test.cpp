@@ -117,6 +117,56 @@ BOOST_FIXTURE_TEST_CASE(a_value_that_grows_moves_to_a_new_block, SegmentFixture)
   require_consistent();
 }
 
+BOOST_FIXTURE_TEST_CASE(a_transaction_reads_a_key_where_its_own_put_moved_it, SegmentFixture) {
+  // The compare finds "m" in its 32-byte block; the put moves it to a 64-byte
+  // one, frees the first, and the get that follows reads the second.
+  BOOST_REQUIRE(client->put("m", "old").ok());
+  BOOST_REQUIRE(client->put("n", "old").ok());
+  auto grown = client->txn(zaris::Txn()
+                               .when(zaris::Compare::value("m") == "old")
+                               .then(zaris::TxnOp::put("m", value_of(40, 'c')))
+                               .then(zaris::TxnOp::get("m")));
+  BOOST_REQUIRE(grown.ok());
+  BOOST_REQUIRE(grown->succeeded);
+  BOOST_REQUIRE_EQUAL(grown->results[1].kvs.size(), 1u);
+  BOOST_TEST(grown->results[1].kvs[0].value == value_of(40, 'c'));
+  BOOST_TEST(client->info()->data_used_bytes == 64u + 32u);
+  // Another key's move, then a put and a get of the compared one: written in
+  // the block it has and read there.
+  auto other = client->txn(zaris::Txn()
+                               .when(zaris::Compare::value("m") == value_of(40, 'c'))
+                               .then(zaris::TxnOp::put("n", value_of(40, 'n')))
+                               .then(zaris::TxnOp::put("m", value_of(40, 'd')))
+                               .then(zaris::TxnOp::get("m")));
+  BOOST_REQUIRE(other.ok());
+  BOOST_REQUIRE(other->succeeded);
+  BOOST_REQUIRE_EQUAL(other->results[2].kvs.size(), 1u);
+  BOOST_TEST(other->results[2].kvs[0].value == value_of(40, 'd'));
+  // A shrink in place, then a value of the same size: each read as written.
+  zaris::TxnOp key_only = zaris::TxnOp::get("m");
+  key_only.options.keys_only = true;
+  auto shrunk = client->txn(zaris::Txn()
+                                .when(zaris::Compare::value("m") == value_of(40, 'd'))
+                                .then(zaris::TxnOp::put("m", "s"))
+                                .then(key_only));
+  BOOST_REQUIRE(shrunk.ok());
+  BOOST_REQUIRE(shrunk->succeeded);
+  BOOST_REQUIRE_EQUAL(shrunk->results[1].kvs.size(), 1u);
+  BOOST_TEST(shrunk->results[1].kvs[0].key == "m");
+  BOOST_TEST(shrunk->results[1].kvs[0].value.empty());
+  BOOST_TEST((*client->get("m"))->value == "s");
+  auto same = client->txn(zaris::Txn()
+                              .when(zaris::Compare::value("m") == "s")
+                              .then(zaris::TxnOp::put("m", "t"))
+                              .then(zaris::TxnOp::get("m")));
+  BOOST_REQUIRE(same.ok());
+  BOOST_REQUIRE(same->succeeded);
+  BOOST_REQUIRE_EQUAL(same->results[1].kvs.size(), 1u);
+  BOOST_TEST(same->results[1].kvs[0].value == "t");
+  BOOST_TEST((*client->get("n"))->value == value_of(40, 'n'));
+  require_consistent();
+}
+
 BOOST_FIXTURE_TEST_CASE(a_full_data_region_refuses_and_changes_nothing, TightFixture) {
   for (int i = 0; i < 4; ++i)
     BOOST_REQUIRE(client->put("big/" + std::to_string(i), value_of(16000, 'a' + i)).ok());
