@@ -154,9 +154,11 @@ class Engine {
   std::uint64_t take_revision(Op& tx, WriteRevision& revision);
   // The live key `key` at `now` (null if none); `probe` receives find(key),
   // or `known`, if given: find(key) taken under this lock with no key added
-  // to or removed from the index since (Store::index_changes), whose `live`
-  // verdict, if set (not -1), still holds for this key at `now`. `probe.live`
-  // receives the verdict (and its `held` stays what find() or `known` gave).
+  // to or removed from the index since (Store::index_changes), and, if its
+  // `held` is not empty, no block moved or resized since
+  // (Store::block_changes), whose `live` verdict, if set (not -1), still
+  // holds for this key at `now`. `probe.live` receives the verdict (and its
+  // `held` stays what find() or `known` gave).
   const KeySlotHeader* find_visible(Op& tx, std::int64_t now, std::string_view key,
                                     Store::Probe& probe, const Store::Probe* known = nullptr) {
     probe = known != nullptr ? *known : store_.find(key);

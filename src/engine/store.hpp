@@ -233,7 +233,7 @@ class Store {
   // Sets the value of the live or vacant key in `slot`: in place when the key
   // and value fit its block, else in a new block (allocated and written
   // first, the old one freed after). False when the data region has no such
-  // block; then nothing was written. `held`: the slot's block as find() just
+  // block; then nothing was written. `held`: the slot's block as find()
   // checked it (Probe::held), still good; a value of the size the old one
   // had is then written there, the block not read again.
   bool write_value(Tx& tx, std::uint32_t slot, std::string_view value,

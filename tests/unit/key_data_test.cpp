@@ -117,7 +117,8 @@ BOOST_FIXTURE_TEST_CASE(a_value_that_grows_moves_to_a_new_block, SegmentFixture)
   require_consistent();
 }
 
-BOOST_FIXTURE_TEST_CASE(a_transaction_reads_a_key_where_its_own_put_moved_it, SegmentFixture) {
+BOOST_FIXTURE_TEST_CASE(a_transaction_reads_a_key_where_its_own_put_moved_or_resized_it,
+                        SegmentFixture) {
   // The compare finds "m" in its 32-byte block; the put moves it to a 64-byte
   // one, frees the first, and the get that follows reads the second.
   BOOST_REQUIRE(client->put("m", "old").ok());
@@ -163,6 +164,18 @@ BOOST_FIXTURE_TEST_CASE(a_transaction_reads_a_key_where_its_own_put_moved_it, Se
   BOOST_REQUIRE(same->succeeded);
   BOOST_REQUIRE_EQUAL(same->results[1].kvs.size(), 1u);
   BOOST_TEST(same->results[1].kvs[0].value == "t");
+  // A value that grows within its block (32 bytes, 16 of them payload): the
+  // block resized in place, and read to its new end.
+  BOOST_TEST(client->info()->data_used_bytes == 32u + 64u);
+  auto grew = client->txn(zaris::Txn()
+                              .when(zaris::Compare::value("m") == "t")
+                              .then(zaris::TxnOp::put("m", value_of(12, 'g')))
+                              .then(zaris::TxnOp::get("m")));
+  BOOST_REQUIRE(grew.ok());
+  BOOST_REQUIRE(grew->succeeded);
+  BOOST_REQUIRE_EQUAL(grew->results[1].kvs.size(), 1u);
+  BOOST_TEST(grew->results[1].kvs[0].value == value_of(12, 'g'));
+  BOOST_TEST(client->info()->data_used_bytes == 32u + 64u);
   BOOST_TEST((*client->get("n"))->value == value_of(40, 'n'));
   require_consistent();
 }
