@@ -165,9 +165,9 @@ class Store {
 
   // ---- keys (key_index.cpp) ----
   KeySlotHeader& key(std::uint32_t slot) const {
-    if (slot >= layout_->caps.max_keys) [[unlikely]]
+    if (slot >= max_keys_) [[unlikely]]
       corrupt_value("key slot index", slot);
-    return *reinterpret_cast<KeySlotHeader*>(keys_ + std::uint64_t{slot} * layout_->key_slot_bytes);
+    return keys_[slot];  // (the layout's key_slot_bytes is the header's size)
   }
   // The bytes a live or vacant key's data block holds (its key's, then its
   // value's); aborts unless the slot names a used block.
@@ -394,7 +394,8 @@ class Store {
   segment::JournalHeader* journal_;
   LeaseSlot* leases_;
   HeapEntry* heap_;
-  std::uint8_t* keys_;
+  KeySlotHeader* keys_;
+  std::uint32_t max_keys_;  // the layout's, read once
   std::uint64_t* buckets_;
   ProcessSlot* processes_;
   std::uint64_t slot_mask_;

@@ -74,7 +74,11 @@ std::uint64_t units_in(std::uint64_t bytes) {
 }  // namespace
 
 DataRegion::DataRegion(std::uint8_t* base, std::uint64_t offset, std::uint64_t bytes) noexcept
-    : base_(base), offset_(offset), units_(units_in(bytes)) {}
+    : base_(base),
+      offset_(offset),
+      units_(units_in(bytes)),
+      bitmap_(base + offset + sizeof(DataRegionHeader)),
+      blocks_(bitmap_ + bitmap_bytes(units_)) {}
 
 DataRegionHeader& DataRegion::header() const {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
@@ -115,7 +119,7 @@ bool DataRegion::format() const noexcept {
   auto& h = *reinterpret_cast<DataRegionHeader*>(base_ + offset_);
   std::memset(&h, 0, sizeof h);
   h.area_units = units_;
-  std::memset(base_ + offset_ + sizeof(DataRegionHeader), 0, bitmap_bytes(units_));
+  std::memset(bitmap_, 0, bitmap_bytes(units_));
   std::fill(std::begin(h.free_head), std::end(h.free_head), kNone);
   // Greedily the largest aligned block that fits; each pushed at the tail of
   // its list, so the lists run in address order.
@@ -126,16 +130,13 @@ bool DataRegion::format() const noexcept {
     while (at % (std::uint64_t{1} << order) != 0 || at + (std::uint64_t{1} << order) > units_)
       --order;
     const auto index = static_cast<std::uint32_t>(at);
-    auto& b = *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() + at * kBlockUnit);
+    auto& b = *reinterpret_cast<BlockHeader*>(blocks_ + at * kBlockUnit);
     b = BlockHeader{kBlockFree | order, 0, kNone, tail[order]};
-    reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader))[at / 64] |=
-        std::uint64_t{1} << (at % 64);
+    reinterpret_cast<std::uint64_t*>(bitmap_)[at / 64] |= std::uint64_t{1} << (at % 64);
     if (tail[order] == kNone) {
       h.free_head[order] = index;
     } else {
-      reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
-                                     std::uint64_t{tail[order]} * kBlockUnit)
-          ->next = index;
+      reinterpret_cast<BlockHeader*>(blocks_ + std::uint64_t{tail[order]} * kBlockUnit)->next = index;
     }
     tail[order] = index;
     at += std::uint64_t{1} << order;
@@ -317,8 +318,7 @@ void DataRegion::check(std::vector<std::string>& bad, std::vector<std::uint32_t>
     at += std::uint64_t{1} << order;
   }
   // The bitmap marks the block starts the walk found, and nothing else.
-  const auto* bitmap =
-      reinterpret_cast<const std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader));
+  const auto* bitmap = reinterpret_cast<const std::uint64_t*>(bitmap_);
   for (std::size_t w = 0; w < starts_found.size(); ++w) {
     const std::uint64_t word = segment::read_once(bitmap[w]);
     if (word != starts_found[w])

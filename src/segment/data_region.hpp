@@ -171,7 +171,7 @@ class DataRegion {
   std::uint64_t area_units() const noexcept { return units_; }
   // Offset of the first block from the region's start.
   std::uint64_t blocks_offset() const noexcept {
-    return sizeof(DataRegionHeader) + bitmap_bytes(units_);
+    return static_cast<std::uint64_t>(blocks_ - (base_ + offset_));
   }
 
  private:
@@ -183,8 +183,7 @@ class DataRegion {
   BlockHeader& block(std::uint32_t index) const {
     if (index >= units_) [[unlikely]]
       corrupt_block("is out of range", index);
-    return *reinterpret_cast<BlockHeader*>(base_ + offset_ + blocks_offset() +
-                                           std::uint64_t{index} * kBlockUnit);
+    return *reinterpret_cast<BlockHeader*>(blocks_ + std::uint64_t{index} * kBlockUnit);
   }
   // A copy of used `index`'s header, read once and checked: a block start,
   // tagged used, aligned to its order, within the area, holding 1 .. its
@@ -206,8 +205,7 @@ class DataRegion {
   std::uint64_t& bitmap_word(std::uint32_t index) const {
     if (index >= units_) [[unlikely]]
       corrupt_block("is out of range", index);
-    return *reinterpret_cast<std::uint64_t*>(base_ + offset_ + sizeof(DataRegionHeader) +
-                                             std::uint64_t{index / 64} * 8);
+    return *reinterpret_cast<std::uint64_t*>(bitmap_ + std::uint64_t{index / 64} * 8);
   }
   bool starts(std::uint32_t index) const {
     return index < units_ && ((segment::read_once(bitmap_word(index)) >> (index % 64)) & 1) != 0;
@@ -218,6 +216,8 @@ class DataRegion {
   std::uint8_t* base_;
   std::uint64_t offset_;
   std::uint64_t units_;  // what the layout gives: the header must say the same
+  std::uint8_t* bitmap_;  // where the bitmap starts, from the layout alone
+  std::uint8_t* blocks_;  // where block 0 starts, likewise
 };
 
 }  // namespace zaris::segment
