@@ -136,7 +136,8 @@ bool DataRegion::format() const noexcept {
     if (tail[order] == kNone) {
       h.free_head[order] = index;
     } else {
-      reinterpret_cast<BlockHeader*>(blocks_ + std::uint64_t{tail[order]} * kBlockUnit)->next = index;
+      reinterpret_cast<BlockHeader*>(blocks_ + std::uint64_t{tail[order]} * kBlockUnit)->next =
+          index;
     }
     tail[order] = index;
     at += std::uint64_t{1} << order;
