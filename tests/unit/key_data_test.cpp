@@ -119,62 +119,40 @@ BOOST_FIXTURE_TEST_CASE(a_value_that_grows_moves_to_a_new_block, SegmentFixture)
 
 BOOST_FIXTURE_TEST_CASE(a_transaction_reads_a_key_where_its_own_put_moved_or_resized_it,
                         SegmentFixture) {
-  // The compare finds "m" in its 32-byte block; the put moves it to a 64-byte
-  // one, frees the first, and the get that follows reads the second.
   BOOST_REQUIRE(client->put("m", "old").ok());
   BOOST_REQUIRE(client->put("n", "old").ok());
-  auto grown = client->txn(zaris::Txn()
-                               .when(zaris::Compare::value("m") == "old")
-                               .then(zaris::TxnOp::put("m", value_of(40, 'c')))
-                               .then(zaris::TxnOp::get("m")));
-  BOOST_REQUIRE(grown.ok());
-  BOOST_REQUIRE(grown->succeeded);
-  BOOST_REQUIRE_EQUAL(grown->results[1].kvs.size(), 1u);
-  BOOST_TEST(grown->results[1].kvs[0].value == value_of(40, 'c'));
+  // A transaction whose compare finds "m" holding `was`, then `ops`, then a
+  // get of "m": what that get read.
+  auto get_after = [&](const std::string& was, std::vector<zaris::TxnOp> ops,
+                       bool keys_only = false) {
+    zaris::Txn txn;
+    txn.when(zaris::Compare::value("m") == was);
+    for (zaris::TxnOp& op : ops) txn.then(std::move(op));
+    txn.then(zaris::TxnOp::get("m"));
+    txn.success.back().options.keys_only = keys_only;
+    auto r = client->txn(txn);
+    BOOST_REQUIRE(r.ok());
+    BOOST_REQUIRE(r->succeeded);
+    BOOST_REQUIRE_EQUAL(r->results.back().kvs.size(), 1u);
+    BOOST_TEST(r->results.back().kvs[0].key == "m");
+    return r->results.back().kvs[0].value;
+  };
+  // The put moves "m" from its 32-byte block to a 64-byte one and frees the
+  // first; the get reads the second.
+  BOOST_TEST(get_after("old", {zaris::TxnOp::put("m", value_of(40, 'c'))}) == value_of(40, 'c'));
   BOOST_TEST(client->info()->data_used_bytes == 64u + 32u);
-  // Another key's move, then a put and a get of the compared one: written in
-  // the block it has and read there.
-  auto other = client->txn(zaris::Txn()
-                               .when(zaris::Compare::value("m") == value_of(40, 'c'))
-                               .then(zaris::TxnOp::put("n", value_of(40, 'n')))
-                               .then(zaris::TxnOp::put("m", value_of(40, 'd')))
-                               .then(zaris::TxnOp::get("m")));
-  BOOST_REQUIRE(other.ok());
-  BOOST_REQUIRE(other->succeeded);
-  BOOST_REQUIRE_EQUAL(other->results[2].kvs.size(), 1u);
-  BOOST_TEST(other->results[2].kvs[0].value == value_of(40, 'd'));
-  // A shrink in place, then a value of the same size: each read as written.
-  zaris::TxnOp key_only = zaris::TxnOp::get("m");
-  key_only.options.keys_only = true;
-  auto shrunk = client->txn(zaris::Txn()
-                                .when(zaris::Compare::value("m") == value_of(40, 'd'))
-                                .then(zaris::TxnOp::put("m", "s"))
-                                .then(key_only));
-  BOOST_REQUIRE(shrunk.ok());
-  BOOST_REQUIRE(shrunk->succeeded);
-  BOOST_REQUIRE_EQUAL(shrunk->results[1].kvs.size(), 1u);
-  BOOST_TEST(shrunk->results[1].kvs[0].key == "m");
-  BOOST_TEST(shrunk->results[1].kvs[0].value.empty());
+  // Another key's move, then a put of the compared one in the block it has.
+  BOOST_TEST(get_after(value_of(40, 'c'), {zaris::TxnOp::put("n", value_of(40, 'n')),
+                                           zaris::TxnOp::put("m", value_of(40, 'd'))}) ==
+             value_of(40, 'd'));
+  // A shrink in place (a get of the key alone), then a value of the same size.
+  BOOST_TEST(get_after(value_of(40, 'd'), {zaris::TxnOp::put("m", "s")}, true).empty());
   BOOST_TEST((*client->get("m"))->value == "s");
-  auto same = client->txn(zaris::Txn()
-                              .when(zaris::Compare::value("m") == "s")
-                              .then(zaris::TxnOp::put("m", "t"))
-                              .then(zaris::TxnOp::get("m")));
-  BOOST_REQUIRE(same.ok());
-  BOOST_REQUIRE(same->succeeded);
-  BOOST_REQUIRE_EQUAL(same->results[1].kvs.size(), 1u);
-  BOOST_TEST(same->results[1].kvs[0].value == "t");
+  BOOST_TEST(get_after("s", {zaris::TxnOp::put("m", "t")}) == "t");
   // A value that grows within its block (32 bytes, 16 of them payload): the
   // block resized in place, and read to its new end.
   BOOST_TEST(client->info()->data_used_bytes == 32u + 64u);
-  auto grew = client->txn(zaris::Txn()
-                              .when(zaris::Compare::value("m") == "t")
-                              .then(zaris::TxnOp::put("m", value_of(12, 'g')))
-                              .then(zaris::TxnOp::get("m")));
-  BOOST_REQUIRE(grew.ok());
-  BOOST_REQUIRE(grew->succeeded);
-  BOOST_REQUIRE_EQUAL(grew->results[1].kvs.size(), 1u);
-  BOOST_TEST(grew->results[1].kvs[0].value == value_of(12, 'g'));
+  BOOST_TEST(get_after("t", {zaris::TxnOp::put("m", value_of(12, 'g'))}) == value_of(12, 'g'));
   BOOST_TEST(client->info()->data_used_bytes == 32u + 64u);
   BOOST_TEST((*client->get("n"))->value == value_of(40, 'n'));
   require_consistent();
