@@ -327,9 +327,9 @@ std::vector<std::string> Engine::check_locked() const {
     }
     // The event log: its readable window within what was written, each
     // event's record in it, in order, back to back but for a turn's end.
-    const std::uint64_t head = ring_->head;
+    const std::uint64_t head = ring_->head.index;
     const std::uint64_t first_valid = ring_->first_valid.load(std::memory_order_relaxed);
-    const std::uint64_t head_offset = ring_->head_offset;
+    const std::uint64_t head_offset = ring_->head.offset;
     if (head_offset % 8 != 0) fail("event log's head offset " + n(head_offset) + " is not aligned");
     if (first_valid > head) {
       fail("event log's oldest readable event " + n(first_valid) + " is past its head " + n(head));

@@ -350,13 +350,13 @@ Result<SegmentInfo> Engine::info() {
     info.data_largest_free = data.largest_free_block;
     info.capacities.event_bytes = layout_.event_log_bytes;
     info.event_log_bytes = layout_.event_log_bytes;
-    const std::uint64_t head = ring_->head;
+    const std::uint64_t head = ring_->head.index;
     const std::uint64_t first = ring_->first_valid.load(std::memory_order_relaxed);
     if (first < head) {
       info.events_kept = head - first;
       // Read as a figure: what does not add up is check()'s to report.
       const std::uint64_t at = segment::read_once(event_entry(first).offset);
-      const std::uint64_t end = segment::read_once(ring_->head_offset);
+      const std::uint64_t end = segment::read_once(ring_->head.offset);
       if (at <= end && end - at <= layout_.event_log_bytes) info.event_log_used_bytes = end - at;
     }
     info.revision = st.revision;
@@ -383,7 +383,7 @@ Result<SegmentInfo> Engine::info() {
     out.busy_timeouts = control_->shared.busy_timeouts.load(std::memory_order_relaxed);
     out.lock_acquisitions = control_->lock_acquisitions.load(std::memory_order_relaxed);
     out.lock_waits = control_->lock_waits.load(std::memory_order_relaxed);
-    out.events_written = ring_->head;
+    out.events_written = ring_->head.index;
     out.watchers_compacted = control_->shared.watchers_compacted.load(std::memory_order_relaxed);
     out.key_wakeups = control_->shared.key_wakeups.load(std::memory_order_relaxed);
     return info;

@@ -25,7 +25,7 @@ Engine::EventRecord Engine::event_record(std::uint64_t index) const {
   // Each word once, and checked before it is followed: the record lies in
   // the written window, within the log, and is the one asked for.
   const std::uint64_t log = layout_.event_log_bytes;
-  const std::uint64_t end = segment::read_once(ring_->head_offset);
+  const std::uint64_t end = segment::read_once(ring_->head.offset);
   const segment::EventIndexEntry entry = segment::read_once(event_entry(index));
   const std::uint64_t at = entry.offset;
   if (at % 8 != 0 || at >= end || end - at > log || at % log + sizeof(segment::EventSlotHeader) > log)
@@ -56,7 +56,8 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   const std::uint64_t log = layout_.event_log_bytes;
   const std::uint64_t entries = layout_.caps.max_events;
   segment::EventIndexEntry* const entry = event_entries();
-  const std::uint64_t index = ring.head;
+  const segment::EventHead head = segment::read_once(ring.head);
+  const std::uint64_t index = head.index;
   std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
   if (first > index || index - first > entries) [[unlikely]]
     corrupt_value("event log's oldest event", first);
@@ -73,27 +74,30 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   const std::uint64_t bytes = segment::event_record_bytes(name.size(), value.size());
   // A record never runs past the log's end: one that would starts the next
   // turn. (The layout makes the largest record fit the log.)
-  std::uint64_t at = segment::read_once(ring.head_offset);
+  std::uint64_t at = head.offset;
   // (Logical offsets grow by at most 2 MiB an event: 2^64 is never reached
   // but by a scribbled word.)
   if (at % 8 != 0 || bytes > log || at > ~std::uint64_t{0} - 2 * log) [[unlikely]]
     corrupt_value("event log's head offset", at);
-  const std::uint64_t end = at;  // the head offset: the window's end
   std::uint64_t in_log = at % log;
   if (in_log + bytes > log) {
     at += log - in_log;
     in_log = 0;
   }
   // The oldest events go while the new one would pass the log's bytes or its
-  // index's length. Not journaled: a rollback may cost history, never
-  // falsify it (an undone event's bytes lie past the head, unread).
-  // (The oldest's index entry, its offset checked against the window,
-  // decides, and gives the revision lost: the log's far end is not read.)
+  // index's length: the oldest kept must start within a turn of the new
+  // record's end. Not journaled: a rollback may cost history, never falsify
+  // it (an undone event's bytes lie past the head, unread). The oldest's
+  // index entry decides, and gives the revision lost: the log's far end is
+  // not read. Its offset only decides: one damaged low (or so high that a
+  // turn more wraps) costs history; one damaged high keeps an event whose
+  // record is then overwritten, which the record's reader and check()
+  // report (its index and revision no longer match). The record goes where
+  // the head says, whatever the index holds.
+  const std::uint64_t end = at + bytes;  // the head's next offset
   for (std::uint64_t oldest_entry = back(head_entry, index - first); first < index;) {
     const segment::EventIndexEntry oldest = segment::read_once(entry[oldest_entry]);
-    if (oldest.offset % 8 != 0 || oldest.offset >= end || end - oldest.offset > log) [[unlikely]]
-      corrupt_value("event log's offset of its oldest event", oldest.offset);
-    if (index - first < entries && at + bytes - oldest.offset <= log) break;
+    if (index - first < entries && oldest.offset + log >= end) break;
     // Its revision, from the index alone, becomes the compacted one: it
     // must lie between what was already given up and the new event's.
     if (oldest.revision < ring.compacted_revision.load(std::memory_order_relaxed) ||
@@ -121,8 +125,7 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   std::memcpy(data, name.data(), name.size());
   if (!value.empty()) std::memcpy(data + name.size(), value.data(), value.size());
   entry[head_entry] = {at, revision};  // past the head: unread until it moves
-  tx.set(ring.head_offset, at + bytes);
-  tx.set(ring.head, index + 1);
+  tx.set(ring.head, segment::EventHead{index + 1, end});  // one undo record
   bump(tx, channels_->events, tx.wakeups.events);
 }
 
@@ -132,8 +135,8 @@ void Engine::settle_ring() noexcept {
   // An undone append that wrapped over its own events also took their
   // (undone) revisions for lost: none above the store's revision exists.
   segment::EventRingHeader& ring = *ring_;
-  if (ring.first_valid.load(std::memory_order_relaxed) > ring.head)
-    ring.first_valid.store(ring.head, std::memory_order_relaxed);
+  if (ring.first_valid.load(std::memory_order_relaxed) > ring.head.index)
+    ring.first_valid.store(ring.head.index, std::memory_order_relaxed);
   const std::uint64_t revision = store_.state().revision;
   if (ring.compacted_revision.load(std::memory_order_relaxed) > revision)
     ring.compacted_revision.store(revision, std::memory_order_relaxed);

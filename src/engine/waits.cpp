@@ -159,7 +159,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     // Reap::yes: an expiry nobody touched becomes DELETE events now.
     auto batch = locked<Batch>(Reap::yes, [&](Op&, std::int64_t now) -> Result<Batch> {
       segment::EventRingHeader& ring = *ring_;
-      const std::uint64_t head = ring.head;
+      const std::uint64_t head = ring.head.index;
       const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
       const std::uint64_t compacted = ring.compacted_revision.load(std::memory_order_relaxed);
       if (first > head || head - first > layout_.caps.max_events)

@@ -52,7 +52,10 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // offset (EventIndexEntry, 16 bytes), so that eviction and the search by
 // revision read the index alone; a reader of version 10 would take the
 // revisions for offsets.
-inline constexpr std::uint32_t kLayoutVersion = 11;
+// 12: the event log's head index and head offset are one 16-byte word at the
+// ring header's start (EventHead), journaled as one record; version 11 kept
+// the offset in the ring header's fourth word, where version 12 has none.
+inline constexpr std::uint32_t kLayoutVersion = 12;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -253,16 +256,21 @@ struct alignas(kCacheLine) Channels {
 // The event log (docs/memory.md, "The event log"): event i's record starts
 // at logical byte event_index[i % max_events].offset of the log, at physical byte
 // (that) % event bytes; a record never runs past the log's end (one that
-// would starts at the next turn). head and head_offset are written through
-// the journal; first_valid and compacted_revision only grow, unjournaled (a
-// rollback can shorten the history, never falsify it; a rollback brings head
-// and head_offset back); records and index
-// entries past head are written without records, unread until head passes.
+// would starts at the next turn). The head, the next event's index and the
+// logical byte where its record goes, is one word written through the journal
+// (one undo record an append; a rollback brings both halves back together);
+// first_valid and compacted_revision only grow, unjournaled (a rollback can
+// shorten the history, never falsify it); records and index entries past the
+// head are written without records, unread until the head passes.
+struct EventHead {
+  std::uint64_t index;   // index of the next event
+  std::uint64_t offset;  // logical byte where the next record goes
+};
+static_assert(sizeof(EventHead) == 16);
 struct alignas(kCacheLine) EventRingHeader {
-  std::uint64_t head;                             // index of the next event
+  EventHead head;
   std::atomic<std::uint64_t> first_valid;         // oldest index still readable
   std::atomic<std::uint64_t> compacted_revision;  // newest revision partly overwritten
-  std::uint64_t head_offset;                      // logical byte where the next record goes
   std::uint8_t reserved[32];
 };
 static_assert(sizeof(EventRingHeader) == 64);

@@ -53,6 +53,38 @@ zaris::Result<std::vector<zaris::Event>> history(zaris::Client& c, std::string_v
   }
 }
 
+// Another mapping of a segment's bytes, to damage them as a hostile or
+// broken process would.
+class SegmentBytes {
+ public:
+  SegmentBytes(const std::string& name, const zaris::SegmentOptions& options) {
+    BOOST_REQUIRE(zaris::segment::Layout::compute(zaris::segment::to_capacities(options), layout));
+    int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
+    BOOST_REQUIRE(fd >= 0);
+    map_ = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    BOOST_REQUIRE(map_ != MAP_FAILED);
+  }
+  SegmentBytes(const SegmentBytes&) = delete;
+  SegmentBytes& operator=(const SegmentBytes&) = delete;
+  ~SegmentBytes() { ::munmap(map_, layout.total_bytes); }
+
+  template <typename T>
+  T& at(std::uint64_t offset) {
+    return *reinterpret_cast<T*>(static_cast<char*>(map_) + offset);
+  }
+  // Event i's entry in the event index.
+  zaris::segment::EventIndexEntry& entry(std::uint64_t i) {
+    auto* index = &at<zaris::segment::EventIndexEntry>(layout.event_index_offset);
+    return index[i % layout.caps.max_events];
+  }
+
+  zaris::segment::Layout layout;
+
+ private:
+  void* map_ = nullptr;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(watch)
@@ -207,18 +239,11 @@ BOOST_AUTO_TEST_CASE(eviction_refuses_an_index_revision_out_of_order) {
   SegmentFixture f(few_events());
   for (int i = 0; i < 70; ++i) BOOST_REQUIRE(f.client->put("k", std::to_string(i)).ok());
   const std::uint64_t revision = f.client->info()->revision;
-  zaris::segment::Layout layout;
-  BOOST_REQUIRE(zaris::segment::Layout::compute(zaris::segment::to_capacities(few_events()), layout));
-  int fd = ::open(("/dev/shm/" + f.name).c_str(), O_RDWR);
-  BOOST_REQUIRE(fd >= 0);
-  void* map = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  BOOST_REQUIRE(map != MAP_FAILED);
+  SegmentBytes bytes(f.name, few_events());
   // 70 events in an index of 64: the oldest kept is the 7th (index 6), of
   // the 64th revision from the last.
   const std::uint64_t kept_from = revision - 63;
-  auto& oldest = reinterpret_cast<zaris::segment::EventIndexEntry*>(
-      static_cast<char*>(map) + layout.event_index_offset)[6];
+  auto& oldest = bytes.entry(6);
   BOOST_REQUIRE(oldest.revision == kept_from);
   for (std::uint64_t wrong : {kept_from - 3, revision + 2}) {
     oldest.revision = wrong;
@@ -230,7 +255,56 @@ BOOST_AUTO_TEST_CASE(eviction_refuses_an_index_revision_out_of_order) {
   f.require_consistent();
   BOOST_TEST(f.client->put("k", "x").ok());
   f.require_consistent();
-  ::munmap(map, layout.total_bytes);
+}
+
+// Eviction reads the oldest event's offset to decide whether it goes, and
+// for nothing else: the new record goes where the head says. An offset
+// damaged low gives up one more event (history shorter, not wrong); one
+// damaged high keeps an event whose record the append then overwrites, and
+// whoever reads that event is told the segment is corrupt, never handed the
+// new event's bytes.
+BOOST_AUTO_TEST_CASE(eviction_takes_the_oldest_offset_only_to_decide) {
+  SegmentFixture f(small_log());
+  // Records of 4,096 bytes (64 of header, a 1-byte key, 4,031 of value): 16
+  // fill the 64 KiB log exactly, so each put past the 16th evicts one.
+  const std::string value = value_of(4031, 'v');
+  for (int i = 0; i < 40; ++i) BOOST_REQUIRE(f.client->put("k", value).ok());
+  BOOST_REQUIRE(f.client->info()->events_kept == 16u);
+  SegmentBytes bytes(f.name, small_log());
+  const auto head = [&] { return f.client->info()->counters.events_written; };
+
+  // Low: the second oldest reads as starting where the oldest does.
+  auto& second = bytes.entry(head() - 15);
+  const std::uint64_t second_revision = second.revision;
+  second.offset -= 4096;
+  BOOST_TEST(f.client->put("k", value).ok());
+  BOOST_TEST(f.client->info()->events_kept == 15u);
+  f.require_consistent();
+  BOOST_TEST(history(*f.client, "k", second_revision).code() == Errc::compacted);
+  BOOST_TEST(history(*f.client, "k", second_revision + 1)->size() == 15u);
+  BOOST_REQUIRE(f.client->put("k", value).ok());  // back to 16: room for one more
+  BOOST_REQUIRE(f.client->info()->events_kept == 16u);
+
+  // High: the oldest reads as starting a record later than it does.
+  auto& oldest = bytes.entry(head() - 16);
+  const std::uint64_t oldest_revision = oldest.revision;
+  const std::uint64_t oldest_offset = oldest.offset;
+  oldest.offset += 4096;
+  BOOST_TEST(f.client->put("k", value).ok());
+  BOOST_TEST(f.client->info()->events_kept == 17u);  // one too many: overwritten
+  BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::corrupt_segment);
+  BOOST_TEST(!f.client->check()->empty());
+  // Put back, the offset names the record the append wrote over: still an
+  // error, never the new event's bytes read as the oldest's.
+  oldest.offset = oldest_offset;
+  BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::corrupt_segment);
+  BOOST_TEST(!f.client->check()->empty());
+  // The next append evicts it, and the log is whole again.
+  BOOST_TEST(f.client->put("k", value).ok());
+  BOOST_TEST(f.client->info()->events_kept == 16u);
+  f.require_consistent();
+  BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::compacted);
+  BOOST_TEST(history(*f.client, "k", oldest_revision + 2)->size() == 16u);
 }
 
 // An event record whose lengths another process rewrote, or its entry in the
@@ -238,18 +312,9 @@ BOOST_AUTO_TEST_CASE(eviction_refuses_an_index_revision_out_of_order) {
 // and the store is unchanged.
 BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_copy, SegmentFixture) {
   using zaris::segment::EventSlotHeader;
-  zaris::segment::Layout layout;
-  BOOST_REQUIRE(zaris::segment::Layout::compute(
-      zaris::segment::to_capacities(zaris::test::small_segment()), layout));
-  int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
-  BOOST_REQUIRE(fd >= 0);
-  void* map = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ::close(fd);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  auto& first =
-      *reinterpret_cast<EventSlotHeader*>(static_cast<char*>(map) + layout.event_log_offset);
-  auto& first_offset =
-      *reinterpret_cast<std::uint64_t*>(static_cast<char*>(map) + layout.event_index_offset);
+  SegmentBytes bytes(name, zaris::test::small_segment());
+  auto& first = bytes.at<EventSlotHeader>(bytes.layout.event_log_offset);
+  auto& first_offset = bytes.entry(0).offset;
   zaris::WatchOptions from_start;
   from_start.start_revision = 1;
   BOOST_REQUIRE(client->put("k", "v").ok());
@@ -279,8 +344,7 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
   }
   // Its revision in the index, which watchers search and eviction reads,
   // against the record's.
-  auto& first_entry = *reinterpret_cast<zaris::segment::EventIndexEntry*>(
-      static_cast<char*>(map) + layout.event_index_offset);
+  auto& first_entry = bytes.entry(0);
   BOOST_REQUIRE(first_entry.revision == revision);
   // Too high, and too low (the search by revision would step over the event
   // in silence): either is an error, from the start and from the event's
@@ -305,7 +369,6 @@ BOOST_FIXTURE_TEST_CASE(an_event_with_corrupt_lengths_is_an_error_not_a_wild_cop
   auto events = watcher->poll();
   BOOST_REQUIRE(events.ok());
   BOOST_TEST(events->size() == 1u);
-  ::munmap(map, layout.total_bytes);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
