@@ -85,19 +85,25 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
     in_log = 0;
   }
   // The oldest events go while the new one would pass the log's bytes or its
-  // index's length: the oldest kept must start within a turn of the new
-  // record's end. Not journaled: a rollback may cost history, never falsify
-  // it (an undone event's bytes lie past the head, unread). The oldest's
-  // index entry decides, and gives the revision lost: the log's far end is
-  // not read. Its offset only decides: one damaged low (or so high that a
-  // turn more wraps) costs history; one damaged high keeps an event whose
-  // record is then overwritten, which the record's reader and check()
-  // report (its index and revision no longer match). The record goes where
-  // the head says, whatever the index holds.
+  // index's length: the oldest kept must start in [end - log, head.offset),
+  // within a turn of the new record's end and before the head (compared
+  // modulo 2^64, so that a log not yet wrapped needs no case of its own).
+  // Not journaled: a rollback may cost history, never falsify it (an undone
+  // event's bytes lie past the head, unread). The oldest's index entry
+  // decides, and gives the revision lost: the log's far end is not read.
+  // Its offset only decides where it is out of that window: it costs one
+  // event, evicted. One damaged high within the window holds eviction back
+  // by as many bytes, and the kept events whose records the appends then
+  // overwrite are found so by their readers (a record beyond a turn of the
+  // head, or not the event its entry names) and by check(); the record goes
+  // where the head says, whatever the index holds.
   const std::uint64_t end = at + bytes;  // the head's next offset
+  const std::uint64_t keep_from = end - log;
+  // (0 when the new record reaches a turn past the head: nothing is kept.)
+  const std::uint64_t window = head.offset - keep_from <= log ? head.offset - keep_from : 0;
   for (std::uint64_t oldest_entry = back(head_entry, index - first); first < index;) {
     const segment::EventIndexEntry oldest = segment::read_once(entry[oldest_entry]);
-    if (index - first < entries && oldest.offset + log >= end) break;
+    if (index - first < entries && oldest.offset - keep_from < window) break;
     // Its revision, from the index alone, becomes the compacted one: it
     // must lie between what was already given up and the new event's.
     if (oldest.revision < ring.compacted_revision.load(std::memory_order_relaxed) ||

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -259,8 +260,9 @@ BOOST_AUTO_TEST_CASE(eviction_refuses_an_index_revision_out_of_order) {
 
 // Eviction reads the oldest event's offset to decide whether it goes, and
 // for nothing else: the new record goes where the head says. An offset
-// damaged low gives up one more event (history shorter, not wrong); one
-// damaged high keeps an event whose record the append then overwrites, and
+// out of the window a kept record can start in (a turn back from the new
+// record's end, up to the head) costs that one event; one damaged high
+// within it keeps an event whose record the append then overwrites, and
 // whoever reads that event is told the segment is corrupt, never handed the
 // new event's bytes.
 BOOST_AUTO_TEST_CASE(eviction_takes_the_oldest_offset_only_to_decide) {
@@ -272,30 +274,51 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_oldest_offset_only_to_decide) {
   BOOST_REQUIRE(f.client->info()->events_kept == 16u);
   SegmentBytes bytes(f.name, small_log());
   const auto head = [&] { return f.client->info()->counters.events_written; };
+  const auto head_offset = [&] {
+    return bytes.at<zaris::segment::EventRingHeader>(bytes.layout.events_offset).head.offset;
+  };
 
-  // Low: the second oldest reads as starting where the oldest does.
-  auto& second = bytes.entry(head() - 15);
-  const std::uint64_t second_revision = second.revision;
-  second.offset -= 4096;
-  BOOST_TEST(f.client->put("k", value).ok());
-  BOOST_TEST(f.client->info()->events_kept == 15u);
-  f.require_consistent();
-  BOOST_TEST(history(*f.client, "k", second_revision).code() == Errc::compacted);
-  BOOST_TEST(history(*f.client, "k", second_revision + 1)->size() == 15u);
-  BOOST_REQUIRE(f.client->put("k", value).ok());  // back to 16: room for one more
-  BOOST_REQUIRE(f.client->info()->events_kept == 16u);
+  // The second oldest damaged, in or out of the window: the put evicts the
+  // oldest, as it must, and the damaged one too, and no more. Before
+  // layout 12 those out of the window made the put fail; one at or past the
+  // head must not hold eviction back either.
+  const std::pair<const char*, std::function<std::uint64_t()>> damages[] = {
+      {"where the oldest starts", [&] { return head_offset() - 65536; }},
+      {"more than a turn behind the head", [] { return std::uint64_t{0}; }},
+      {"at the head", [&] { return head_offset(); }},
+      {"past the head", [&] { return head_offset() + 8; }},
+      {"far past the head", [] { return std::uint64_t{1} << 40; }},
+      {"so high that a turn more wraps", [] { return ~std::uint64_t{0} - 7; }},
+  };
+  for (const auto& [where, offset] : damages) {
+    auto& second = bytes.entry(head() - 15);
+    const std::uint64_t second_revision = second.revision;
+    second.offset = offset();
+    BOOST_TEST_CONTEXT("the second oldest " << where) {
+      BOOST_TEST(f.client->put("k", value).ok());
+      BOOST_TEST(f.client->info()->events_kept == 15u);
+      f.require_consistent();
+      BOOST_TEST(history(*f.client, "k", second_revision).code() == Errc::compacted);
+      BOOST_TEST(history(*f.client, "k", second_revision + 1)->size() == 15u);
+      BOOST_REQUIRE(f.client->put("k", value).ok());  // back to 16: room for one more
+      BOOST_REQUIRE(f.client->info()->events_kept == 16u);
+    }
+  }
 
-  // High: the oldest reads as starting a record later than it does.
+  // High within the window: the oldest read as starting a record later than
+  // it does.
   auto& oldest = bytes.entry(head() - 16);
   const std::uint64_t oldest_revision = oldest.revision;
   const std::uint64_t oldest_offset = oldest.offset;
   oldest.offset += 4096;
   BOOST_TEST(f.client->put("k", value).ok());
   BOOST_TEST(f.client->info()->events_kept == 17u);  // one too many: overwritten
+  // The damaged entry names the next event's record.
   BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::corrupt_segment);
   BOOST_TEST(!f.client->check()->empty());
-  // Put back, the offset names the record the append wrote over: still an
-  // error, never the new event's bytes read as the oldest's.
+  // Put back, the offset names the event's own record, which the append
+  // wrote over: more than a turn behind the head now, an error, never the
+  // new event's bytes read as the oldest's.
   oldest.offset = oldest_offset;
   BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::corrupt_segment);
   BOOST_TEST(!f.client->check()->empty());
