@@ -86,21 +86,22 @@ void Engine::emit(Op& tx, std::uint32_t type, std::uint32_t reason, const KeySlo
   }
   // The oldest events go while the new one would pass the log's bytes or its
   // index's length: the oldest kept must start in [end - log, head.offset),
-  // within a turn of the new record's end and before the head (compared
-  // modulo 2^64, so that a log not yet wrapped needs no case of its own).
-  // Not journaled: a rollback may cost history, never falsify it (an undone
-  // event's bytes lie past the head, unread). The oldest's index entry
-  // decides, and gives the revision lost: the log's far end is not read.
-  // Its offset only decides where it is out of that window: it costs one
-  // event, evicted. One damaged high within the window holds eviction back
-  // by as many bytes, and the kept events whose records the appends then
-  // overwrite are found so by their readers (a record beyond a turn of the
-  // head, or not the event its entry names) and by check(); the record goes
-  // where the head says, whatever the index holds.
+  // within a turn of the new record's end (from 0 while the log is in its
+  // first turn) and before the head. Not journaled: a rollback may cost
+  // history, never falsify it (an undone event's bytes lie past the head,
+  // unread). The oldest's index entry decides, and gives the revision lost:
+  // the log's far end is not read. Out of that window, a damaged offset
+  // costs that one event, evicted. Damaged within it: one low is evicted
+  // before its record would be overwritten (history shorter, not wrong);
+  // one high holds eviction back by as many bytes, and the kept events whose
+  // records the appends then overwrite are found so by their readers (a
+  // record beyond a turn of the head, or not the event its entry names) and
+  // by check(). The record goes where the head says, whatever the index
+  // holds.
   const std::uint64_t end = at + bytes;  // the head's next offset
-  const std::uint64_t keep_from = end - log;
+  const std::uint64_t keep_from = end - std::min(end, log);
   // (0 when the new record reaches a turn past the head: nothing is kept.)
-  const std::uint64_t window = head.offset - keep_from <= log ? head.offset - keep_from : 0;
+  const std::uint64_t window = head.offset >= keep_from ? head.offset - keep_from : 0;
   for (std::uint64_t oldest_entry = back(head_entry, index - first); first < index;) {
     const segment::EventIndexEntry oldest = segment::read_once(entry[oldest_entry]);
     if (index - first < entries && oldest.offset - keep_from < window) break;

@@ -278,17 +278,17 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_oldest_offset_only_to_decide) {
     return bytes.at<zaris::segment::EventRingHeader>(bytes.layout.events_offset).head.offset;
   };
 
-  // The second oldest damaged, in or out of the window: the put evicts the
-  // oldest, as it must, and the damaged one too, and no more. Before
-  // layout 12 those out of the window made the put fail; one at or past the
-  // head must not hold eviction back either.
+  // The second oldest damaged out of the window: the put evicts the oldest,
+  // as it must, and the damaged one too, and no more. Before layout 12 an
+  // offset more than a turn behind the head, at or past it, made the put
+  // fail; one at or past the head must not hold eviction back either.
   const std::pair<const char*, std::function<std::uint64_t()>> damages[] = {
-      {"where the oldest starts", [&] { return head_offset() - 65536; }},
-      {"more than a turn behind the head", [] { return std::uint64_t{0}; }},
+      {"a record below the window", [&] { return head_offset() - 65536 - 4096; }},
+      {"at the log's start, turns behind", [] { return std::uint64_t{0}; }},
       {"at the head", [&] { return head_offset(); }},
       {"past the head", [&] { return head_offset() + 8; }},
       {"far past the head", [] { return std::uint64_t{1} << 40; }},
-      {"so high that a turn more wraps", [] { return ~std::uint64_t{0} - 7; }},
+      {"just below 2^64", [] { return ~std::uint64_t{0} - 7; }},
   };
   for (const auto& [where, offset] : damages) {
     auto& second = bytes.entry(head() - 15);
@@ -328,6 +328,23 @@ BOOST_AUTO_TEST_CASE(eviction_takes_the_oldest_offset_only_to_decide) {
   f.require_consistent();
   BOOST_TEST(history(*f.client, "k", oldest_revision).code() == Errc::compacted);
   BOOST_TEST(history(*f.client, "k", oldest_revision + 2)->size() == 16u);
+}
+
+// In the log's first turn the window runs from its start to the head: an
+// oldest offset just below 2^64 is out of it too, and costs that one event.
+BOOST_AUTO_TEST_CASE(eviction_in_the_first_turn_gives_up_an_offset_out_of_the_log) {
+  SegmentFixture f(small_log());
+  const std::string value = value_of(4031, 'v');  // records of 4,096 bytes
+  for (int i = 0; i < 3; ++i) BOOST_REQUIRE(f.client->put("k", value).ok());
+  BOOST_REQUIRE(f.client->info()->events_kept == 3u);
+  SegmentBytes bytes(f.name, small_log());
+  const std::uint64_t first_revision = bytes.entry(0).revision;
+  bytes.entry(0).offset = ~std::uint64_t{0} - 7;
+  BOOST_TEST(f.client->put("k", value).ok());
+  BOOST_TEST(f.client->info()->events_kept == 3u);
+  f.require_consistent();
+  BOOST_TEST(history(*f.client, "k", first_revision).code() == Errc::compacted);
+  BOOST_TEST(history(*f.client, "k", first_revision + 1)->size() == 3u);
 }
 
 // An event record whose lengths another process rewrote, or its entry in the
