@@ -53,6 +53,15 @@ struct ClientOptions {
   // "Trust"). Set this to share a segment on purpose, e.g. with a group
   // (created with mode 0660).
   bool trust_other_writers = false;
+  // While a thread sleeps in a wait (a lock's queue, an election, a watch,
+  // wait_for_change), it asks the kernel's scheduler for this slice
+  // (sched_setattr(2)'s sched_runtime: Linux 6.12 and later, clamped to
+  // 100 us .. 100 ms), and has its own back when the wait returns. Woken,
+  // it then runs before the tasks of longer slices on its CPU, such as a
+  // dying holder's exit, instead of after them (docs/owners.md, "A short
+  // slice for the woken"). Zero leaves the scheduler alone; so does a
+  // real-time thread, or a kernel without a slice per thread.
+  std::chrono::microseconds wait_slice{100};
 };
 
 // Bytes a segment with these capacities occupies (header, lock, journal,

@@ -284,6 +284,7 @@ class Engine {
   segment::EventRingHeader* ring_;
   std::shared_ptr<const Clock> clock_;
   std::chrono::nanoseconds lock_timeout_;
+  std::int64_t wait_slice_ns_;  // ClientOptions::wait_slice
   // Renewals: each thread tallies its own and adds them to the segment's
   // counter now and then (docs/segment.md, "Counters"). The serial names this
   // engine in a thread's tally; the sink lets a thread that ends add its

@@ -21,6 +21,7 @@
 
 #include "segment/futex.hpp"
 #include "segment/layout.hpp"
+#include "segment/short_slice.hpp"
 
 namespace zaris::engine {
 
@@ -58,7 +59,10 @@ class WaitSet {
   // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
   // hand-off, on a machine with another CPU. Without futex_waitv it sleeps on
   // the first channel alone, at most `fallback_slice_ns` at a time.
-  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns);
+  // `short_slice`, if given, is armed before the thread sleeps (not for a
+  // spin that catches its change).
+  Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
+             segment::ShortSlice* short_slice = nullptr);
 
  private:
   enum class Kind : std::uint8_t { channel, owner, key, other };
