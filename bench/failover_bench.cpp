@@ -10,6 +10,11 @@
 //                     in /dev/shm
 //   robust_mutex_threaded  the same, held by the second of three threads,
 //                     as a zaris holder's liveness thread holds its word
+//   flock_short_slice, robust_mutex_short_slice  flock and robust_mutex
+//                     with a waiter that asks the scheduler for the short
+//                     slice a zaris waiter asks for while it sleeps
+//                     (ClientOptions::wait_slice, 100 us): the same floors
+//                     with the same request of the kernel
 // in the same run, trials interleaved round-robin so that the machine's noise
 // falls on every mechanism alike. Every mechanism is measured the same way:
 // its sleepers are started and queued, and the kill waits until, looked at
@@ -58,6 +63,7 @@
 #include <thread>
 #include <vector>
 
+#include "segment/short_slice.hpp"
 #include "zaris/zaris.hpp"
 
 namespace {
@@ -300,22 +306,28 @@ Mechanism election_mechanism(const std::string& segment) {
   return Mechanism{"zaris_election", lead, {candidate, observer}, queued, {}, 10s + 2 * ttl};
 }
 
-Mechanism flock_mechanism(const std::string& path) {
+// As a zaris waiter asks before it sleeps (ClientOptions::wait_slice's
+// default), for the peers' rows of that name.
+constexpr std::int64_t kShortSliceNs = 100'000;
+
+Mechanism flock_mechanism(const std::string& path, bool short_slice) {
   auto hold = [path] {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || ::flock(fd, LOCK_EX) != 0) return 1;
     set_ready(g_shared->holder_ready);
     for (;;) ::pause();
   };
-  auto wait = [path](int i) {
+  auto wait = [path, short_slice](int i) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return 1;
+    zaris::segment::ShortSlice slice(short_slice ? kShortSliceNs : 0);
+    slice.arm();
     set_ready(g_shared->sleeper_ready[i]);
     if (::flock(fd, LOCK_EX) != 0) return 2;
     stamp(i);
     return 0;
   };
-  return Mechanism{"flock", hold, {wait}, [] {}, {}};
+  return Mechanism{short_slice ? "flock_short_slice" : "flock", hold, {wait}, [] {}, {}};
 }
 
 // A bare robust mutex. `threaded`: the holder is shaped as a zaris holder is
@@ -323,7 +335,8 @@ Mechanism flock_mechanism(const std::string& path) {
 // a liveness thread holds its word, a third asleep as a session's renewer),
 // so that the row is the floor under zaris's mechanism: the kernel wakes
 // the waiter when the holding thread, not the main one, has exited.
-Mechanism robust_mechanism(bool threaded) {
+// `short_slice`: the waiter asks for kShortSliceNs first (not threaded).
+Mechanism robust_mechanism(bool threaded, bool short_slice = false) {
   auto hold = [threaded] {
     if (!threaded) {
       if (pthread_mutex_lock(&g_shared->robust) != 0) return 1;
@@ -340,7 +353,9 @@ Mechanism robust_mechanism(bool threaded) {
     }).detach();
     for (;;) ::pause();
   };
-  auto wait = [](int i) {
+  auto wait = [short_slice](int i) {
+    zaris::segment::ShortSlice slice(short_slice ? kShortSliceNs : 0);
+    slice.arm();
     set_ready(g_shared->sleeper_ready[i]);
     int rc = pthread_mutex_lock(&g_shared->robust);
     stamp(i);
@@ -351,7 +366,10 @@ Mechanism robust_mechanism(bool threaded) {
     pthread_mutex_unlock(&g_shared->robust);
     return 0;
   };
-  return Mechanism{threaded ? "robust_mutex_threaded" : "robust_mutex", hold, {wait}, [] {}, {}};
+  const char* name = threaded      ? "robust_mutex_threaded"
+                     : short_slice ? "robust_mutex_short_slice"
+                                   : "robust_mutex";
+  return Mechanism{name, hold, {wait}, [] {}, {}};
 }
 
 void init_robust(pthread_mutex_t& mutex) {
@@ -570,9 +588,11 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
   mechanisms.push_back(zaris_mechanism("zaris_janitor", with));
   mechanisms.push_back(zaris_mechanism("zaris_no_janitor", without));
   mechanisms.push_back(election_mechanism(with));
-  mechanisms.push_back(flock_mechanism(flock_path));
+  mechanisms.push_back(flock_mechanism(flock_path, false));
   mechanisms.push_back(robust_mechanism(false));
   mechanisms.push_back(robust_mechanism(true));
+  mechanisms.push_back(flock_mechanism(flock_path, true));
+  mechanisms.push_back(robust_mechanism(false, true));
   return mechanisms;
 }
 
