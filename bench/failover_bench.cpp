@@ -320,8 +320,7 @@ Mechanism flock_mechanism(const std::string& path, bool short_slice) {
   auto wait = [path, short_slice](int i) {
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return 1;
-    zaris::segment::ShortSlice slice(short_slice ? kShortSliceNs : 0);
-    slice.arm();
+    zaris::segment::ask_short_slice(short_slice ? kShortSliceNs : 0);
     set_ready(g_shared->sleeper_ready[i]);
     if (::flock(fd, LOCK_EX) != 0) return 2;
     stamp(i);
@@ -354,8 +353,7 @@ Mechanism robust_mechanism(bool threaded, bool short_slice = false) {
     for (;;) ::pause();
   };
   auto wait = [short_slice](int i) {
-    zaris::segment::ShortSlice slice(short_slice ? kShortSliceNs : 0);
-    slice.arm();
+    zaris::segment::ask_short_slice(short_slice ? kShortSliceNs : 0);
     set_ready(g_shared->sleeper_ready[i]);
     int rc = pthread_mutex_lock(&g_shared->robust);
     stamp(i);

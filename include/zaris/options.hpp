@@ -53,14 +53,16 @@ struct ClientOptions {
   // "Trust"). Set this to share a segment on purpose, e.g. with a group
   // (created with mode 0660).
   bool trust_other_writers = false;
-  // While a thread sleeps in a wait (a lock's queue, an election, a watch,
-  // wait_for_change), it asks the kernel's scheduler for this slice
+  // The first time a thread sleeps in a wait (a lock's queue, an election,
+  // a watch, wait_for_change), it asks the kernel's scheduler for this slice
   // (sched_setattr(2)'s sched_runtime: Linux 6.12 and later, clamped to
-  // 100 us .. 100 ms), and has its own back when the wait returns. Woken,
-  // it then runs before the tasks of longer slices on its CPU, such as a
-  // dying holder's exit, instead of after them (docs/owners.md, "A short
-  // slice for the woken"). Zero leaves the scheduler alone; so does a
-  // real-time thread, or a kernel without a slice per thread.
+  // 100 us .. 100 ms), and keeps it. Woken, it then runs before the tasks of
+  // longer slices on its CPU, such as a dying holder's exit, instead of after
+  // them (docs/owners.md, "A short slice for the woken"). A short slice does
+  // not change a thread's share of the CPU, only how soon it runs when woken
+  // and how often it is preempted when it computes on a busy CPU. Zero
+  // leaves the scheduler alone; so do a thread whose slice is already as
+  // short, a real-time thread, and a kernel without a slice per thread.
   std::chrono::microseconds wait_slice{100};
 };
 

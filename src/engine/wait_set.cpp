@@ -102,14 +102,14 @@ void WaitSet::add_word(std::uint32_t* word, std::uint32_t expected) {
 }
 
 WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
-                              segment::ShortSlice* short_slice) {
+                              std::int64_t short_slice_ns) {
   Woken out;
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
     out.spun = true;
     return out;
   }
-  if (short_slice != nullptr) short_slice->arm();
+  segment::ask_short_slice(short_slice_ns);
   const int woke = segment::futex_wait_any(words_, count_, until);
   if (woke == -2) {
     // No futex_waitv (Linux < 5.16): the first channel or key word alone;

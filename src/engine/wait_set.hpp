@@ -59,10 +59,10 @@ class WaitSet {
   // CLOCK_MONOTONIC reaches `until`. `spin`: first spin about one lock
   // hand-off, on a machine with another CPU. Without futex_waitv it sleeps on
   // the first channel alone, at most `fallback_slice_ns` at a time.
-  // `short_slice`, if given, is armed before the thread sleeps (not for a
-  // spin that catches its change).
+  // `short_slice_ns`, if not 0, is asked for before the thread sleeps (not
+  // for a spin that catches its change): segment::ask_short_slice.
   Woken wait(std::int64_t until, bool spin, std::int64_t fallback_slice_ns,
-             segment::ShortSlice* short_slice = nullptr);
+             std::int64_t short_slice_ns = 0);
 
  private:
   enum class Kind : std::uint8_t { channel, owner, key, other };

@@ -78,9 +78,6 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     std::uint32_t* owners[kMaxWatched] = {};
     std::size_t owner_count = 0;
   };
-  // Asks for a short slice before its first sleep, and gives it back as the
-  // wait returns (ClientOptions::wait_slice).
-  segment::ShortSlice slice(wait_slice_ns_);
   for (;;) {
     WaitSet set;
     auto seen = locked<Seen>(Reap::no, [&](Op& tx, std::int64_t now) -> Result<Seen> {
@@ -136,7 +133,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     thread_local SpinHint hint;
     const bool spin = hint.skip == 0;
     if (!spin) --hint.skip;
-    const WaitSet::Woken woken = set.wait(until, spin, kNever, &slice);
+    const WaitSet::Woken woken = set.wait(until, spin, kNever, wait_slice_ns_);
     if (spin) {
       hint.backoff = woken.spun ? 0 : std::min(std::max(2 * hint.backoff, 1u), kSpinBackoffMax);
       hint.skip = hint.backoff;
@@ -156,7 +153,6 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t now;
     bool more;  // events are left to scan
   };
-  segment::ShortSlice slice(wait_slice_ns_);  // as wait_for_any_change's
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);
@@ -239,7 +235,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
-    (void)set.wait(until, /*spin=*/false, kNever, &slice);
+    (void)set.wait(until, /*spin=*/false, kNever, wait_slice_ns_);
   }
 }
 
