@@ -1,7 +1,7 @@
 # What `cmake --install` lays out, and the Debian packages CPack makes of it.
 #
 # Three components, split as Debian splits a library:
-#   runtime  libzaris.so.0.2                        -> libzaris0.2
+#   runtime  libzaris.so.0.3                        -> libzaris0.3
 #   dev      headers, libzaris.so, libzaris.a,
 #            the CMake package and zaris.pc         -> libzaris-dev
 #   tools    zarisctl, its man page and completion,
@@ -54,11 +54,11 @@ set(CPACK_COMPONENTS_ALL runtime dev tools)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-# zarisctl's dependency on libzaris.so.0.2, which this build made.
+# zarisctl's dependency on libzaris.so.0.3, which this build made.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libzaris${ZARIS_SOVERSION})
 # A shlibs file, so that packages built against libzaris-dev get their
-# dependency on libzaris0.2 from dpkg-shlibdeps; exact while 0.x.
+# dependency on libzaris0.3 from dpkg-shlibdeps; exact while 0.x.
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
 # ldconfig runs after the library is installed or removed (Debian policy 8.1.1).

@@ -5,7 +5,7 @@
 #      (tests/package) builds against it with find_package(zaris) and with
 #      pkg-config, statically and against libzaris.so, and runs, and so
 #      does a C program over the C ABI (zaris/zaris.h);
-#   2. `cpack -G DEB` makes libzaris0.2, libzaris-dev and zaris-tools; apt
+#   2. `cpack -G DEB` makes libzaris0.3, libzaris-dev and zaris-tools; apt
 #      resolves their dependencies on this system (a simulated install);
 #      each unpacked into another fresh prefix holds what its part should,
 #      and the same consumers build and run against it, zarisctl too.
@@ -66,7 +66,7 @@ consumers() {
 cmake --install "$build" --prefix "$work/installed" > "$work/install.log"
 libdir="$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")"
 version="$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt")"
-soversion="$(readlink "$build/libzaris.so")"  # libzaris.so.0.2
+soversion="$(readlink "$build/libzaris.so")"  # libzaris.so.0.3
 soversion="${soversion#libzaris.so.}"
 # libzaris.so exports the C ABI and the C++ API, nothing below them.
 exports="$(nm -D --defined-only -C "$work/installed/$libdir/libzaris.so.$soversion")"
@@ -110,7 +110,7 @@ grep -qx "activate-noawait ldconfig" <<< "$(dpkg-deb --ctrl-tarfile "${debs[0]}"
   fail "libzaris$soversion's ldconfig trigger"
 grep -qF "libzaris$soversion (= $version)" <<< "$(dpkg-deb -f "${debs[1]}" Depends)" ||
   fail "libzaris-dev's Depends"
-# zarisctl uses libzaris0.2, or, built with the etcd backend, the static
+# zarisctl uses libzaris0.3, or, built with the etcd backend, the static
 # libzaris beside it and gRPC (docs/etcd.md: libzaris-etcd.so is a plan).
 tools_depends="$(dpkg-deb -f "${debs[2]}" Depends)"
 if readelf -d "$build/tools/zarisctl" | grep -q "NEEDED.*\[libgrpc++"; then

@@ -126,6 +126,10 @@ def test_bad_input_raises_and_changes_nothing(client):
         zaris.Client.create("x", max_keys=2**32)
     with pytest.raises(zaris.NotFound):
         zaris.Client.open("zaris-test-py-absent")
+    with pytest.raises(ValueError):
+        zaris.Client.open("zaris-test-py-absent", wait_slice=-1e-6)
+    with pytest.raises(TypeError):
+        zaris.Client.open("zaris-test-py-absent", wait_slice="100us")
     assert client.info().revision == before
     client.close()
     with pytest.raises(zaris.InvalidArgument):

@@ -15,8 +15,8 @@ read back are bytes. Durations are seconds (float). Every failure raises a
 zaris.Error subclass named for its code (zaris.LeaseLost, zaris.Busy, ...);
 wrong argument types raise TypeError.
 
-libzaris.so.0.2 is found through ZARIS_LIBRARY (a path), else the system's
-library path; its version must be this binding's (0.2.x).
+libzaris.so.0.3 is found through ZARIS_LIBRARY (a path), else the system's
+library path; its version must be this binding's (0.3.x).
 
 Threads: a Client may be used from many threads at once; every other object
 (a Watcher, Session, Mutex, Election) from one at a time. close() must not
@@ -41,11 +41,11 @@ __all__ = [
 # ---- The library -----------------------------------------------------------
 
 
-_ABI = "0.2."  # the SONAME's version: structs and prototypes below are its
+_ABI = "0.3."  # the SONAME's version: structs and prototypes below are its
 
 
 def _load():
-    library = ctypes.CDLL(os.environ.get("ZARIS_LIBRARY") or "libzaris.so.0.2")
+    library = ctypes.CDLL(os.environ.get("ZARIS_LIBRARY") or "libzaris.so.0.3")
     library.zaris_version.restype = ctypes.c_char_p
     version = library.zaris_version().decode()
     if not version.startswith(_ABI):
@@ -67,7 +67,8 @@ class _SegmentOptions(ctypes.Structure):
 
 
 class _ClientOptions(ctypes.Structure):
-    _fields_ = [("lock_timeout_ns", _i64), ("trust_other_writers", _c.c_int)]
+    _fields_ = [("lock_timeout_ns", _i64), ("trust_other_writers", _c.c_int),
+                ("wait_slice_ns", _i64)]
 
 
 class _Info(ctypes.Structure):
@@ -417,27 +418,33 @@ class Client(_Handle):
     _free = "zaris_close"
 
     @classmethod
-    def _attach(cls, function, name, *options, lock_timeout=1.0, trust_other_writers=False):
+    def _attach(cls, function, name, *options, lock_timeout=1.0, trust_other_writers=False,
+                wait_slice=100e-6):
         client = _ClientOptions()
         _f["zaris_client_options_init"](ctypes.byref(client))
         client.lock_timeout_ns = _nanoseconds(lock_timeout, "lock_timeout")
         client.trust_other_writers = 1 if trust_other_writers else 0
+        client.wait_slice_ns = 0 if wait_slice is None else _nanoseconds(wait_slice, "wait_slice",
+                                                                          unlimited=False)
         handle = _handle()
         _check(function(_name(name), *options, ctypes.byref(client), ctypes.byref(handle)))
         return cls(handle)
 
     @classmethod
-    def create(cls, name, lock_timeout=1.0, trust_other_writers=False, **options):
+    def create(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=100e-6,
+               **options):
         """Creates a segment; options are zaris::SegmentOptions' (max_keys=..., mode=0o600).
-        lock_timeout (seconds; None: no limit) and trust_other_writers as
+        lock_timeout (seconds; None: no limit), trust_other_writers and
+        wait_slice (seconds; 0 or None: ask the scheduler nothing) as
         zaris::ClientOptions'."""
         return cls._attach(_f["zaris_create"], name, ctypes.byref(_segment_options(options)),
-                           lock_timeout=lock_timeout, trust_other_writers=trust_other_writers)
+                           lock_timeout=lock_timeout, trust_other_writers=trust_other_writers,
+                           wait_slice=wait_slice)
 
     @classmethod
-    def open(cls, name, lock_timeout=1.0, trust_other_writers=False):
+    def open(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=100e-6):
         return cls._attach(_f["zaris_open"], name, lock_timeout=lock_timeout,
-                           trust_other_writers=trust_other_writers)
+                           trust_other_writers=trust_other_writers, wait_slice=wait_slice)
 
     @classmethod
     def open_or_create(cls, name, lock_timeout=1.0, trust_other_writers=False, **options):

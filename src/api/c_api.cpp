@@ -61,6 +61,8 @@ zaris::ClientOptions client_options(const zaris_client_options* options) {
                          : std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::nanoseconds(options->lock_timeout_ns));
   out.trust_other_writers = options->trust_other_writers != 0;
+  out.wait_slice = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::nanoseconds(std::max<std::int64_t>(options->wait_slice_ns, 0)));
   return out;
 }
 
@@ -110,7 +112,8 @@ void zaris_client_options_init(zaris_client_options* options) {
   const zaris::ClientOptions defaults;
   *options = zaris_client_options{
       std::chrono::duration_cast<std::chrono::nanoseconds>(defaults.lock_timeout).count(),
-      defaults.trust_other_writers ? 1 : 0};
+      defaults.trust_other_writers ? 1 : 0,
+      std::chrono::duration_cast<std::chrono::nanoseconds>(defaults.wait_slice).count()};
 }
 
 int zaris_create(const char* name, const zaris_segment_options* options,
