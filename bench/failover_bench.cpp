@@ -2,6 +2,9 @@
 // waiter holding the lock, for
 //   zaris_janitor     a zaris Mutex, with a janitor running on the segment
 //   zaris_no_janitor  a zaris Mutex, no janitor
+//   zaris_no_janitor_plain  the same, its waiter asking the scheduler
+//                     nothing (ClientOptions::wait_slice 0, the default;
+//                     the zaris rows' sleepers ask for a 100 us slice)
 //   flock             flock(2) LOCK_EX on a file in /dev/shm
 //   zaris_election    a zaris Election's leader killed (janitor running): the
 //                     time until the next candidate leads and an observer
@@ -12,7 +15,7 @@
 //                     as a zaris holder's liveness thread holds its word
 //   flock_short_slice, robust_mutex_short_slice  flock and robust_mutex
 //                     with a waiter that asks the scheduler for the short
-//                     slice a zaris waiter asks for while it sleeps
+//                     slice the zaris sleepers ask for while they sleep
 //                     (ClientOptions::wait_slice, 100 us): the same floors
 //                     with the same request of the kernel
 // in the same run, trials interleaved round-robin so that the machine's noise
@@ -223,9 +226,19 @@ void await_queue(const std::string& segment, const std::string& prefix, std::siz
     die("the sleepers did not queue: the child looking " + exit_text(status));
 }
 
-// A zaris Mutex at `segment` (a segment or an etcd address), sessions of `ttl`.
+// The sleepers' clients: as README.md tells a deployment that wants
+// failover in microseconds to open them, with a short slice asked for
+// (ClientOptions::wait_slice), unless `plain`.
+zaris::ClientOptions sleeper_options(bool plain = false) {
+  zaris::ClientOptions options;
+  options.wait_slice = plain ? 0us : 100us;
+  return options;
+}
+
+// A zaris Mutex at `segment` (a segment or an etcd address), sessions of `ttl`;
+// `plain`: the waiter asks the scheduler nothing.
 Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
-                          std::chrono::seconds ttl = 10s) {
+                          std::chrono::seconds ttl = 10s, bool plain = false) {
   auto hold = [segment, ttl] {
     auto client = zaris::Client::open(segment);
     if (!client) return failed_step(1, "holder: open", client.error());
@@ -237,8 +250,8 @@ Mechanism zaris_mechanism(const std::string& name, const std::string& segment,
     set_ready(g_shared->holder_ready);
     for (;;) ::pause();
   };
-  auto wait = [segment, ttl](int i) {
-    auto client = zaris::Client::open(segment);
+  auto wait = [segment, ttl, plain](int i) {
+    auto client = zaris::Client::open(segment, sleeper_options(plain));
     if (!client) return failed_step(1, "waiter: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
     if (!session) return failed_step(2, "waiter: session", session.error());
@@ -270,7 +283,7 @@ Mechanism election_mechanism(const std::string& segment) {
     for (;;) ::pause();
   };
   auto candidate = [segment, ttl](int i) {
-    auto client = zaris::Client::open(segment);
+    auto client = zaris::Client::open(segment, sleeper_options());
     if (!client) return failed_step(1, "candidate: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
     if (!session) return failed_step(2, "candidate: session", session.error());
@@ -283,7 +296,7 @@ Mechanism election_mechanism(const std::string& segment) {
     return 0;
   };
   auto observer = [segment, ttl](int i) {
-    auto client = zaris::Client::open(segment);
+    auto client = zaris::Client::open(segment, sleeper_options());
     if (!client) return failed_step(1, "observer: open", client.error());
     auto session = zaris::Session::create(*client, zaris::SessionOptions{ttl, {}});
     if (!session) return failed_step(2, "observer: session", session.error());
@@ -306,8 +319,8 @@ Mechanism election_mechanism(const std::string& segment) {
   return Mechanism{"zaris_election", lead, {candidate, observer}, queued, {}, 10s + 2 * ttl};
 }
 
-// As a zaris waiter asks before it sleeps (ClientOptions::wait_slice's
-// default), for the peers' rows of that name.
+// As the zaris sleepers ask before they sleep (sleeper_options()), for the
+// peers' rows of that name.
 constexpr std::int64_t kShortSliceNs = 100'000;
 
 Mechanism flock_mechanism(const std::string& path, bool short_slice) {
@@ -585,6 +598,7 @@ std::vector<Mechanism> shm_mechanisms(std::function<void()>& cleanup) {
   std::vector<Mechanism> mechanisms;
   mechanisms.push_back(zaris_mechanism("zaris_janitor", with));
   mechanisms.push_back(zaris_mechanism("zaris_no_janitor", without));
+  mechanisms.push_back(zaris_mechanism("zaris_no_janitor_plain", without, 10s, true));
   mechanisms.push_back(election_mechanism(with));
   mechanisms.push_back(flock_mechanism(flock_path, false));
   mechanisms.push_back(robust_mechanism(false));

@@ -53,17 +53,23 @@ struct ClientOptions {
   // "Trust"). Set this to share a segment on purpose, e.g. with a group
   // (created with mode 0660).
   bool trust_other_writers = false;
-  // The first time a thread sleeps in a wait (a lock's queue, an election,
-  // a watch, wait_for_change), it asks the kernel's scheduler for this slice
-  // (sched_setattr(2)'s sched_runtime: Linux 6.12 and later, clamped to
-  // 100 us .. 100 ms), and keeps it. Woken, it then runs before the tasks of
-  // longer slices on its CPU, such as a dying holder's exit, instead of after
-  // them (docs/owners.md, "A short slice for the woken"). A short slice does
-  // not change a thread's share of the CPU, only how soon it runs when woken
-  // and how often it is preempted when it computes on a busy CPU. Zero
-  // leaves the scheduler alone; so do a thread whose slice is already as
-  // short, a real-time thread, and a kernel without a slice per thread.
-  std::chrono::microseconds wait_slice{100};
+  // For failover in microseconds: if not zero, the first time a thread
+  // sleeps in a wait (a lock's queue, an election, a watch, wait_for_change)
+  // it asks the kernel's scheduler for this slice (sched_setattr(2)'s
+  // sched_runtime: Linux 6.12 and later, 100 us .. 100 ms), e.g. 100us.
+  // Woken at a holder's death, it may then preempt the dying process's exit
+  // on its CPU instead of queueing behind it: a failover in about half the
+  // time (docs/owners.md, "A short slice for the woken"). What it changes
+  // for the application: the thread keeps the slice for good, and threads
+  // and processes it starts later inherit it (the library's own threads
+  // give it up), so each of them preempts longer-sliced tasks when it wakes;
+  // and the process makes a sched_setattr call, which a seccomp filter may
+  // forbid (systemd's SystemCallFilter=~@resources). Nothing is asked of a
+  // thread whose slice is already as short (the shortest asked by any client
+  // stays), of one outside the normal class (batch, idle, real-time), or
+  // once the kernel has refused or has no slice per thread. Zero (the
+  // default) or negative: the scheduler is left alone. Segments only.
+  std::chrono::microseconds wait_slice{0};
 };
 
 // Bytes a segment with these capacities occupies (header, lock, journal,

@@ -94,13 +94,14 @@ typedef struct zaris_client_options {
   /* Open a segment another user owns or its group or others may write
    * (whoever can write it can take over every process attached to it). */
   int trust_other_writers;
-  /* The scheduler slice a thread asks for the first time it sleeps in a
-   * wait, and keeps (ClientOptions::wait_slice; Linux 6.12 and later); 0 or
-   * negative: ask nothing. */
+  /* For failover in microseconds, e.g. 100000: the scheduler slice a thread
+   * asks for the first time it sleeps in a wait, and keeps; threads and
+   * processes it starts later inherit it (ClientOptions::wait_slice; Linux
+   * 6.12 and later). 0 (the default) or negative: ask nothing. */
   int64_t wait_slice_ns;
 } zaris_client_options;
 
-/* Fills `options` with the defaults (1 s, no trust, a 100 us slice). */
+/* Fills `options` with the defaults (1 s, no trust, no slice asked). */
 void zaris_client_options_init(zaris_client_options* options);
 
 /* A segment is named by NAME or shm:NAME (/dev/shm/NAME) or, with a '/', a

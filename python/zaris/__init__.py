@@ -419,7 +419,7 @@ class Client(_Handle):
 
     @classmethod
     def _attach(cls, function, name, *options, lock_timeout=1.0, trust_other_writers=False,
-                wait_slice=100e-6):
+                wait_slice=0):
         client = _ClientOptions()
         _f["zaris_client_options_init"](ctypes.byref(client))
         client.lock_timeout_ns = _nanoseconds(lock_timeout, "lock_timeout")
@@ -431,26 +431,28 @@ class Client(_Handle):
         return cls(handle)
 
     @classmethod
-    def create(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=100e-6,
+    def create(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=0,
                **options):
         """Creates a segment; options are zaris::SegmentOptions' (max_keys=..., mode=0o600).
         lock_timeout (seconds; None: no limit), trust_other_writers and
-        wait_slice (seconds; 0 or None: ask the scheduler nothing) as
-        zaris::ClientOptions'."""
+        wait_slice (seconds, e.g. 100e-6; 0 or None, the default: ask the
+        scheduler nothing) as zaris::ClientOptions' (a thread that waits
+        keeps the slice, and what it starts inherits it)."""
         return cls._attach(_f["zaris_create"], name, ctypes.byref(_segment_options(options)),
                            lock_timeout=lock_timeout, trust_other_writers=trust_other_writers,
                            wait_slice=wait_slice)
 
     @classmethod
-    def open(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=100e-6):
+    def open(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=0):
         return cls._attach(_f["zaris_open"], name, lock_timeout=lock_timeout,
                            trust_other_writers=trust_other_writers, wait_slice=wait_slice)
 
     @classmethod
-    def open_or_create(cls, name, lock_timeout=1.0, trust_other_writers=False, **options):
+    def open_or_create(cls, name, lock_timeout=1.0, trust_other_writers=False, wait_slice=0,
+                       **options):
         return cls._attach(_f["zaris_open_or_create"], name,
                            ctypes.byref(_segment_options(options)), lock_timeout=lock_timeout,
-                           trust_other_writers=trust_other_writers)
+                           trust_other_writers=trust_other_writers, wait_slice=wait_slice)
 
     @property
     def leases(self):

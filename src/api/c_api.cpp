@@ -61,7 +61,8 @@ zaris::ClientOptions client_options(const zaris_client_options* options) {
                          : std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::nanoseconds(options->lock_timeout_ns));
   out.trust_other_writers = options->trust_other_writers != 0;
-  out.wait_slice = std::chrono::duration_cast<std::chrono::microseconds>(
+  // Rounded up: a slice of a few nanoseconds asks (for the least, 100 us).
+  out.wait_slice = std::chrono::ceil<std::chrono::microseconds>(
       std::chrono::nanoseconds(std::max<std::int64_t>(options->wait_slice_ns, 0)));
   return out;
 }

@@ -4,6 +4,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+
 namespace zaris::segment {
 namespace {
 
@@ -23,15 +26,19 @@ static_assert(sizeof(Attr) == 48);
 
 constexpr std::uint64_t kResetOnFork = 0x01;  // SCHED_FLAG_RESET_ON_FORK
 
-// What this thread has: the slice it was found with or asked for (0: not
-// looked yet); `asks_nothing` once the kernel had no slice to give, or for
-// a thread of another class than the fair one.
+// The kernel had no slice to give (no slice per thread, or the call refused:
+// a seccomp filter, a security module): nobody in this process asks again.
+std::atomic<bool> unsupported{false};
+// Some thread of this process was given a short slice: threads started
+// later from it inherit it, and the library's own threads give it up.
+std::atomic<bool> asked{false};
+// The slice this thread was found with or asked for (0: not looked yet);
+// kOutside for a thread outside the normal class, which asks nothing.
+constexpr std::uint64_t kOutside = ~std::uint64_t{0};
 thread_local std::uint64_t thread_slice = 0;
-thread_local bool asks_nothing = false;
 
-bool fair(const Attr& a) noexcept {
-  return a.policy == SCHED_OTHER || a.policy == SCHED_BATCH;
-}
+// Only SCHED_OTHER: the kernel lets no batch or idle task preempt on waking.
+bool normal(const Attr& a) noexcept { return a.policy == SCHED_OTHER; }
 
 bool get(Attr& a) noexcept {
   a = Attr{};
@@ -39,35 +46,54 @@ bool get(Attr& a) noexcept {
   return ::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0;
 }
 
+bool set(Attr& a, std::uint64_t runtime) noexcept {
+  a.flags &= kResetOnFork;  // (an unprivileged thread may not clear it)
+  a.runtime = runtime;
+  return ::syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+}
+
 }  // namespace
 
 void ask_short_slice(std::int64_t slice_ns) noexcept {
-  if (slice_ns <= 0 || asks_nothing) return;
-  const auto want = static_cast<std::uint64_t>(slice_ns);
-  if (thread_slice != 0 && thread_slice <= want) return;  // the usual case: no call
+  if (slice_ns <= 0) return;
+  // The kernel takes 100 us at the least: a shorter one asked is that one.
+  const std::uint64_t want = std::max<std::uint64_t>(static_cast<std::uint64_t>(slice_ns), 100'000);
+  if (thread_slice != 0 && (thread_slice <= want || thread_slice == kOutside))
+    return;  // the usual case: no call
+  if (unsupported.load(std::memory_order_relaxed)) return;
   Attr a;
-  // A fair thread's slice reads 0 where the kernel has none per thread.
-  // A real-time thread is left as it is.
-  if (!get(a) || !fair(a) || a.runtime == 0) {
-    asks_nothing = true;
+  // A normal thread's slice reads 0 where the kernel has none per thread.
+  if (!get(a) || (normal(a) && a.runtime == 0)) {
+    unsupported.store(true, std::memory_order_relaxed);
+    return;
+  }
+  if (!normal(a)) {
+    thread_slice = kOutside;
     return;
   }
   if (a.runtime <= want) {
     thread_slice = a.runtime;
     return;
   }
-  a.flags &= kResetOnFork;
-  a.runtime = want;
-  if (::syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
-    asks_nothing = true;
+  // (Nice is written back as read: a renice in between is undone.)
+  if (!set(a, want)) {
+    unsupported.store(true, std::memory_order_relaxed);
     return;
   }
   thread_slice = want;
+  asked.store(true, std::memory_order_relaxed);
+}
+
+void leave_slice_to_default() noexcept {
+  if (!asked.load(std::memory_order_relaxed)) return;
+  Attr a;
+  if (get(a) && normal(a)) (void)set(a, 0);  // 0: the kernel's default
+  thread_slice = 0;
 }
 
 std::uint64_t current_slice() noexcept {
   Attr a;
-  return get(a) && fair(a) ? a.runtime : 0;
+  return get(a) && normal(a) ? a.runtime : 0;
 }
 
 }  // namespace zaris::segment

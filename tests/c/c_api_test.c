@@ -261,7 +261,7 @@ static void segment_and_bad_input(zaris_client* client, const char* name) {
   zaris_client_options client_options;
   zaris_client_options_init(&client_options);
   CHECK(client_options.lock_timeout_ns == kSecond && !client_options.trust_other_writers);
-  CHECK(client_options.wait_slice_ns == 100000);
+  CHECK(client_options.wait_slice_ns == 0);
   CHECK(zaris_open(name, &client_options, &again) == ZARIS_OK && again != NULL);
   zaris_close(again);
   again = NULL;
