@@ -60,11 +60,14 @@ struct ClientOptions {
   // Woken at a holder's death, it may then preempt the dying process's exit
   // on its CPU instead of queueing behind it: a failover in about half the
   // time (docs/owners.md, "A short slice for the woken"). What it changes
-  // for the application: the thread keeps the slice for good, and threads
-  // and processes it starts later inherit it (the library's own threads
-  // give it up), so each of them preempts longer-sliced tasks when it wakes;
-  // and the process makes a sched_setattr call, which a seccomp filter may
-  // forbid (systemd's SystemCallFilter=~@resources). Nothing is asked of a
+  // for the application: the thread keeps the slice for good, so it
+  // preempts longer-sliced tasks when it wakes; it asks with
+  // SCHED_FLAG_RESET_ON_FORK, so threads and processes it starts later begin
+  // with the default slice (and a negative nice reset to 0), and the thread
+  // itself may no longer change its own scheduling without that flag
+  // (EPERM) unless privileged; and the process makes a sched_setattr call,
+  // which a seccomp filter may forbid (systemd's
+  // SystemCallFilter=~@resources). Nothing is asked of a
   // thread whose slice is already as short (the shortest asked by any client
   // stays), of one outside the normal class (batch, idle, real-time), or
   // once the kernel has refused or has no slice per thread. Zero (the

@@ -95,9 +95,9 @@ typedef struct zaris_client_options {
    * (whoever can write it can take over every process attached to it). */
   int trust_other_writers;
   /* For failover in microseconds, e.g. 100000: the scheduler slice a thread
-   * asks for the first time it sleeps in a wait, and keeps; threads and
-   * processes it starts later inherit it (ClientOptions::wait_slice; Linux
-   * 6.12 and later). 0 (the default) or negative: ask nothing. */
+   * asks for the first time it sleeps in a wait, and keeps, reset on fork
+   * (ClientOptions::wait_slice; Linux 6.12 and later). 0 (the default) or
+   * negative: ask nothing. */
   int64_t wait_slice_ns;
 } zaris_client_options;
 

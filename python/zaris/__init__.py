@@ -437,7 +437,7 @@ class Client(_Handle):
         lock_timeout (seconds; None: no limit), trust_other_writers and
         wait_slice (seconds, e.g. 100e-6; 0 or None, the default: ask the
         scheduler nothing) as zaris::ClientOptions' (a thread that waits
-        keeps the slice, and what it starts inherits it)."""
+        keeps the slice)."""
         return cls._attach(_f["zaris_create"], name, ctypes.byref(_segment_options(options)),
                            lock_timeout=lock_timeout, trust_other_writers=trust_other_writers,
                            wait_slice=wait_slice)

@@ -14,7 +14,6 @@
 #include "engine/wait_set.hpp"
 #include "segment/futex.hpp"
 #include "segment/process.hpp"
-#include "segment/short_slice.hpp"
 
 namespace zaris {
 
@@ -93,9 +92,6 @@ class Janitor::Impl {
   // Thread `index` watches the liveness words of live registrations
   // [index * kOwnersPerThread, ...); thread 0 also the expiry schedule.
   void work(std::size_t index) {
-    // The janitor never asks to run first: not with a waiter's slice
-    // inherited from the thread that started it (docs/owners.md).
-    segment::leave_slice_to_default();
     segment::Channel& registry = engine_.registry_channel();
     segment::Channel& janitor = engine_.janitor_channel();
     while (!stopping()) {

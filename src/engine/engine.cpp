@@ -27,7 +27,7 @@ Engine::Engine(std::unique_ptr<segment::Mapping> mapping, const ClientOptions& o
       ring_(reinterpret_cast<segment::EventRingHeader*>(mapping_->base() + layout_.events_offset)),
       clock_(options.clock),
       lock_timeout_(segment::to_nanoseconds(options.lock_timeout)),
-      // (The kernel takes 100 us .. 100 ms; a longer one is as good as none.)
+      // (The kernel takes 100 us .. 100 ms; bounded here so as not to overflow.)
       wait_slice_ns_(std::clamp<std::int64_t>(options.wait_slice.count(), 0, 1'000'000) * 1000),
       serial_(next_serial()),
       renewal_sink_(std::make_shared<RenewalSink>()) {

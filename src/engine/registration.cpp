@@ -14,7 +14,6 @@
 #include "segment/crash_point.hpp"
 #include "segment/process.hpp"
 #include "segment/robust_mutex.hpp"
-#include "segment/short_slice.hpp"
 
 namespace zaris::engine {
 
@@ -201,7 +200,6 @@ struct Engine::Started {
 
 void Engine::liveness_main(std::shared_ptr<Started> started) {
   ::pthread_setname_np(::pthread_self(), "zaris-liveness");  // as ps -L and top show it
-  segment::leave_slice_to_default();  // not a waiter's, inherited
   auto registered = register_locked();
   const bool ok = registered.ok();
   {

@@ -1,5 +1,6 @@
 #include "segment/short_slice.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,9 +30,6 @@ constexpr std::uint64_t kResetOnFork = 0x01;  // SCHED_FLAG_RESET_ON_FORK
 // The kernel had no slice to give (no slice per thread, or the call refused:
 // a seccomp filter, a security module): nobody in this process asks again.
 std::atomic<bool> unsupported{false};
-// Some thread of this process was given a short slice: threads started
-// later from it inherit it, and the library's own threads give it up.
-std::atomic<bool> asked{false};
 // The slice this thread was found with or asked for (0: not looked yet);
 // kOutside for a thread outside the normal class, which asks nothing.
 constexpr std::uint64_t kOutside = ~std::uint64_t{0};
@@ -44,12 +42,6 @@ bool get(Attr& a) noexcept {
   a = Attr{};
   a.size = sizeof a;
   return ::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) == 0;
-}
-
-bool set(Attr& a, std::uint64_t runtime) noexcept {
-  a.flags &= kResetOnFork;  // (an unprivileged thread may not clear it)
-  a.runtime = runtime;
-  return ::syscall(SYS_sched_setattr, 0, &a, 0) == 0;
 }
 
 }  // namespace
@@ -75,20 +67,21 @@ void ask_short_slice(std::int64_t slice_ns) noexcept {
     thread_slice = a.runtime;
     return;
   }
-  // (Nice is written back as read: a renice in between is undone.)
-  if (!set(a, want)) {
+  // Reset on fork: the threads and processes this one starts get the
+  // kernel's default slice, not this one. (Nice is written back as read: a
+  // renice in between is undone, or refused, and then nobody asks again.)
+  a.flags = kResetOnFork;
+  a.runtime = want;
+  if (::syscall(SYS_sched_setattr, 0, &a, 0) != 0) {
     unsupported.store(true, std::memory_order_relaxed);
     return;
   }
   thread_slice = want;
-  asked.store(true, std::memory_order_relaxed);
-}
-
-void leave_slice_to_default() noexcept {
-  if (!asked.load(std::memory_order_relaxed)) return;
-  Attr a;
-  if (get(a) && normal(a)) (void)set(a, 0);  // 0: the kernel's default
-  thread_slice = 0;
+  // A child of fork() has this thread's cache but the kernel's default
+  // slice: it looks again.
+  static const int forgets_in_child =
+      ::pthread_atfork(nullptr, nullptr, [] { thread_slice = 0; });
+  (void)forgets_in_child;
 }
 
 std::uint64_t current_slice() noexcept {

@@ -9,8 +9,9 @@
 // of a longer on its CPU. A waiter woken by a holder's death otherwise
 // queues behind the dying process's exit there. The thread keeps the slice
 // after the wait (asking before each sleep and giving it back after cost
-// each hand-off of a busy lock three system calls, 1.5 times its time), and
-// threads and processes it starts later inherit it.
+// each hand-off of a busy lock three system calls, 1.5 times its time); it
+// asks with SCHED_FLAG_RESET_ON_FORK, so that the threads and processes it
+// starts later begin with the kernel's default.
 #pragma once
 
 #include <cstdint>
@@ -23,12 +24,6 @@ namespace zaris::segment {
 // class (batch, idle, real-time), nor by any thread once the kernel had no
 // slice per thread or refused the call. `slice_ns` 0 (or less) asks nothing.
 void ask_short_slice(std::int64_t slice_ns) noexcept;
-
-// For the library's own threads (the janitor's, a client's liveness thread,
-// a session's renewer), at their start: if this process was ever given a
-// short slice, the calling thread, which may have inherited it from the
-// thread that started it, goes back to the kernel's default.
-void leave_slice_to_default() noexcept;
 
 // The calling thread's slice as the kernel reports it (ns), or 0 if it
 // reports none (a kernel before 6.12, a thread outside the normal class).

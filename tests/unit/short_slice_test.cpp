@@ -1,5 +1,6 @@
 // A thread asleep in a wait asks the scheduler for a short slice when its
 // client has ClientOptions::wait_slice, keeps it, and keeps its nice value;
+// a thread it starts afterwards has the kernel's default slice, not its;
 // by default, or with a slice no shorter than the thread's, or for a batch
 // thread, the scheduler is left alone. Read from the kernel's own report of
 // each thread (/proc/self/task/TID/sched), on kernels that have a slice per
@@ -73,6 +74,7 @@ struct Seen {
   std::uint64_t during;  // the slice as the kernel reported it while the thread slept
   std::uint64_t after;   // as the thread read it once the wait returned
   int nice_after;
+  std::uint64_t started_after;  // the slice of a thread the waiter started after the wait
 };
 
 // A thread of `policy` and `nice` with a slice of its own waits for a key's
@@ -89,16 +91,17 @@ Seen seen_of_a_waiter(SegmentFixture& f, const zaris::ClientOptions& options,
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> after{0};
   std::atomic<int> nice_after{0};
+  std::atomic<std::uint64_t> started_after{0};
   std::optional<std::uint64_t> during;
   {
     std::jthread waiter([&] {
       own_set = set_own(policy, nice, kOwnSlice);
       tid = static_cast<pid_t>(::syscall(SYS_gettid));
-      auto woke = waiter_client->wait_for_change("k", put->revision, 1h);
+      auto woke = waiter_client->wait_for_change("k", put->revision, 30s);
       changed = woke.ok() && *woke;
       after = zaris::segment::current_slice();
-      errno = 0;
       nice_after = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::syscall(SYS_gettid)));
+      std::thread([&] { started_after = zaris::segment::current_slice(); }).join();
       done = true;
     });
     while (tid == 0) std::this_thread::yield();
@@ -110,12 +113,12 @@ Seen seen_of_a_waiter(SegmentFixture& f, const zaris::ClientOptions& options,
       asleep = state_of(tid) == 'S' ? asleep + 1 : 0;
     }
     if (!done) during = reported_slice(tid);
-    (void)f.client->put("k", "1");
+    BOOST_CHECK(f.client->put("k", "1").ok());
   }  // joined
   BOOST_REQUIRE(own_set.load());
   BOOST_TEST(changed.load());
   BOOST_REQUIRE(during.has_value());
-  return {*during, after.load(), nice_after.load()};
+  return {*during, after.load(), nice_after.load(), started_after.load()};
 }
 
 zaris::ClientOptions asking(SegmentFixture& f, std::chrono::microseconds slice) {
@@ -128,8 +131,11 @@ zaris::ClientOptions asking(SegmentFixture& f, std::chrono::microseconds slice) 
 // reports it.
 struct KernelHasSlices {
   boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    // (A thread of its own, whose slice may be changed: the call allowed.)
+    bool settable = false;
+    std::thread([&] { settable = set_own(SCHED_OTHER, 0, kOwnSlice); }).join();
     boost::test_tools::assertion_result has(
-        zaris::segment::current_slice() != 0 &&
+        settable && zaris::segment::current_slice() != 0 &&
         reported_slice(static_cast<pid_t>(::syscall(SYS_gettid))).has_value());
     has.message() << "this kernel reports no slice per thread";
     return has;
@@ -143,9 +149,15 @@ BOOST_AUTO_TEST_SUITE(short_slice)
 BOOST_AUTO_TEST_CASE(a_sleeping_waiter_asks_for_its_wait_slice_and_keeps_it,
                      *boost::unit_test::precondition(KernelHasSlices())) {
   SegmentFixture f;
+  const std::uint64_t kernel_default = zaris::segment::current_slice();  // this thread's
+  BOOST_REQUIRE(kernel_default > 100'000u);
   const Seen asked = seen_of_a_waiter(f, asking(f, 100us));
   BOOST_TEST(asked.during == 100'000u);
   BOOST_TEST(asked.after == 100'000u);
+  // Asked with reset-on-fork: what the waiter starts begins at the default.
+  BOOST_TEST(asked.started_after == kernel_default);
+  // The kernel's least: a shorter slice asks for that.
+  BOOST_TEST(seen_of_a_waiter(f, asking(f, 50us)).during == 100'000u);
   const Seen longer = seen_of_a_waiter(f, asking(f, 250us));
   BOOST_TEST(longer.during == 250'000u);
   // Its nice value stays what it was.
