@@ -9,6 +9,7 @@
 #include "engine/internal.hpp"
 #include "segment/deadline.hpp"
 #include "segment/hop_trace.hpp"
+#include "segment/short_slice.hpp"
 
 namespace zaris::engine {
 

@@ -21,7 +21,6 @@
 
 #include "segment/futex.hpp"
 #include "segment/layout.hpp"
-#include "segment/short_slice.hpp"
 
 namespace zaris::engine {
 
