@@ -130,14 +130,12 @@ class Janitor::Impl {
       const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
-      // (A registration this pass freed bumped `registry` itself.)
-      if (died || (set.changed(registry) && pass->released_processes == 0)) {
+      if (died || set.changed(registry)) {
         // Those asleep on the dead owner's keys were woken too, on the
         // other word, and release what they wait for: give them their head
         // start, and take the segment lock after them. A registration that
-        // came or went (one freed by such a sleeper, most often) waits as
-        // long: a new one is armed 0.5 ms later at most, and one that dies
-        // meanwhile is found dead by the pass.
+        // came or went waits as long: a new one is armed 0.5 ms later at
+        // most, and one that dies meanwhile is found dead by the pass.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }

@@ -94,7 +94,6 @@ class Engine {
     std::int64_t next_deadline = kNever;     // CLOCK_MONOTONIC: look again then at the latest
     std::vector<segment::FutexWord> owners;  // liveness words of live registrations
     std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
-    std::uint32_t released_processes = 0;    // dead registrations fully released
     std::vector<std::int32_t> died;          // pids of registrations found dead
     bool more = false;                       // work is left: call again at once
   };
@@ -265,7 +264,7 @@ class Engine {
   // Marks a dead registration dying (its leases are to be released).
   void mark_dying(Op& tx, std::uint32_t process);
   // Releases leases of dying registrations while `key_budget` lasts; true when none is left.
-  bool release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released = nullptr);
+  bool release_dying(Op& tx, std::uint32_t& key_budget);
   // After an operation: acts on a dead owner it met, and wakes the janitor if
   // the next expiry came earlier than it planned.
   void epilogue(Op& tx);

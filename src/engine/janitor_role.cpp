@@ -106,7 +106,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
       }
     }
     std::uint32_t keys = kJanitorKeyBudget;
-    if (!release_dying(tx, keys, &pass.released_processes)) {
+    if (!release_dying(tx, keys)) {
       pass.more = true;
       return pass;
     }

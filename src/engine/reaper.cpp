@@ -138,7 +138,7 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   segment::futex_wake_all(reinterpret_cast<std::uint32_t*>(&p.alive));
 }
 
-bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* released) {
+bool Engine::release_dying(Op& tx, std::uint32_t& key_budget) {
   StoreState& st = store_.state();
   for (std::uint32_t i = 0; i < layout_.caps.max_processes && st.dying_processes > 0; ++i) {
     ProcessSlot& p = store_.process(i);
@@ -162,8 +162,11 @@ bool Engine::release_dying(Op& tx, std::uint32_t& key_budget, std::uint32_t* rel
       channels_->janitor_wake_at.store(0, std::memory_order_relaxed);
     }
     tx.commit();
-    if (released != nullptr) ++*released;
-    wake_janitor_now(channels_->registry);
+    // No wake-up on `registry`: the janitor, if it had armed this
+    // registration, was woken by the kernel on its `janitor_alive` at the
+    // death, and one it had not armed is nothing to it. A real wake-up here,
+    // under the lock, cost the waiter that releases its predecessor's keys
+    // most of its takeover (docs/owners.md, "Takeover chain").
   }
   if (st.dying_processes > 0) abort_corrupt("dying process count");
   return true;

@@ -246,7 +246,7 @@ static_assert(sizeof(Channel) == 8);
 struct alignas(kCacheLine) Channels {
   Channel events;              // bumped when events are appended
   Channel keys[kKeyChannels];  // bumped when a key hashing here changes
-  Channel registry;            // bumped when a registration comes, goes or dies
+  Channel registry;            // bumped when a registration comes or deregisters
   Channel janitor;             // bumped when the janitor should look before janitor_wake_at
   // When the janitor plans to look next (the engine's clock, ns); 0 when no
   // janitor runs, ~0 when it has nothing to wait for. Written under the lock.

@@ -134,6 +134,67 @@ BOOST_FIXTURE_TEST_CASE(a_bound_lease_ends_when_its_owner_is_killed, SegmentFixt
   ::munmap(shared, sizeof(Shared));
 }
 
+// The janitor's `registry` channel is woken when a registration comes or
+// deregisters, not when a dead one is released: the janitor was woken by the
+// kernel at the death (on the word it armed), and a wake-up made while
+// releasing, under the lock, would delay whoever releases in a takeover. A
+// sleeper is counted on the channel here as the janitor counts itself, so
+// that every change that wakes it bumps the channel's word.
+BOOST_FIXTURE_TEST_CASE(releasing_a_dead_registration_wakes_nobody_on_the_registry,
+                        SegmentFixture) {
+  const std::string path = "/dev/shm/" + name;
+  int fd = ::open(path.c_str(), O_RDWR);
+  BOOST_REQUIRE(fd >= 0);
+  struct stat st {};
+  BOOST_REQUIRE(::fstat(fd, &st) == 0);
+  void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0);
+  ::close(fd);
+  BOOST_REQUIRE(map != MAP_FAILED);
+  auto* base = static_cast<std::uint8_t*>(map);
+  zaris::segment::Layout layout;
+  BOOST_REQUIRE(zaris::segment::Layout::compute(
+      reinterpret_cast<zaris::segment::Header*>(base)->capacities, layout));
+  auto& registry =
+      reinterpret_cast<zaris::segment::Channels*>(base + layout.channels_offset)->registry;
+  registry.sleepers.fetch_add(1);
+
+  Shared* shared = shared_memory();
+  const std::uint32_t before_claim = registry.seq.load();
+  pid_t pid = owner_child(name, options(), shared, "owned", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  BOOST_TEST(client->info()->processes == 1u);
+  const std::uint32_t claimed = registry.seq.load();
+  BOOST_TEST(claimed != before_claim);  // a registration came: woken
+
+  ::kill(pid, SIGKILL);
+  BOOST_REQUIRE(wait_exit(pid) == 128 + SIGKILL);
+  // The look finds the owner dead; its reaping, or this put's, releases it.
+  BOOST_TEST(!client->get("owned")->has_value());
+  BOOST_REQUIRE(client->put("other", "v").ok());
+  BOOST_TEST(client->info()->processes == 0u);
+  BOOST_TEST(client->info()->counters.owner_deaths == 1u);
+  BOOST_TEST(registry.seq.load() == claimed);  // released: nobody woken
+
+  shared->ready.store(0);
+  pid_t clean = zaris::test::fork_child([&] {
+    auto own = Client::open(name, options());
+    if (!own) return 1;
+    if (!own->leases().grant(60s, GrantOptions::bound())) return 2;
+    shared->ready.store(1);
+    return 0;  // deregisters as the client closes
+  });
+  BOOST_REQUIRE(wait_exit(clean) == 0);
+  BOOST_TEST(client->info()->processes == 0u);
+  // Claimed, then deregistered: each woke the channel.
+  BOOST_TEST(registry.seq.load() - claimed == 2u);
+
+  registry.sleepers.fetch_sub(1);
+  ::munmap(map, static_cast<std::size_t>(st.st_size));
+  require_consistent();
+  ::munmap(shared, sizeof(Shared));
+}
+
 // A waiter on the dead owner's key wakes from the kernel's notice of the
 // death: long before its lease's TTL (60 s) and before the look every
 // sleeper takes a second after it began to wait, on the real clock. The
