@@ -437,6 +437,7 @@ const char* hop_name(std::uint32_t hop) {
     case 3: return "segment lock taken";
     case 4: return "marked the dead dying";
     case 5: return "released the dead's keys";
+    case 6: return "segment lock released";
     default: return "?";
   }
 }

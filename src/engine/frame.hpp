@@ -12,6 +12,7 @@
 
 #include "engine/engine.hpp"
 #include "segment/crash_point.hpp"
+#include "segment/hop_trace.hpp"
 
 namespace zaris::engine {
 
@@ -57,6 +58,7 @@ Result<T> Engine::locked(Reap reap, Body&& body) {
   // A death here, committed but still holding the lock, must leave "after".
   segment::crash::step();
   segment::unlock(*control_);
+  ZARIS_HOP(unlocked);
   wake_noted(tx.wakeups);
   // Truncated under us: what it read and wrote was zero pages of its own.
   if (mapping_->lost()) return mapping_->lost_error();

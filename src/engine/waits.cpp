@@ -138,6 +138,14 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
       hint.backoff = woken.spun ? 0 : std::min(std::max(2 * hint.backoff, 1u), kSpinBackoffMax);
       hint.skip = hint.backoff;
     }
+    // The owner of a watched key's lease is dead (a death is final) or has
+    // deregistered, revoking its leases first: that key is gone, so it has
+    // changed. Return without another look: the caller's next operation on
+    // it (a lock's place() in the queue) meets the dead owner's lease and
+    // releases its keys in the same step, and only then wakes the others
+    // (watchers, an election's observers), who would otherwise come between
+    // the two (docs/owners.md, "Takeover chain").
+    if (woken.death) return true;
   }
 }
 

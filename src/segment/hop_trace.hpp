@@ -21,6 +21,7 @@ enum Hop : std::uint32_t {
   locked = 3,    // the segment lock taken
   saw_dead = 4,  // a registration marked dying (committed)
   released = 5,  // a holder released what the dead held, within its budget
+  unlocked = 6,  // the segment lock released (before the wake-ups after it)
 };
 
 struct Record {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +228,48 @@ BOOST_AUTO_TEST_CASE(a_waiter_wakes_when_the_owner_dies) {
   BOOST_TEST((woke - started < kLookEvery), "woke " << us(woke - started) << " us into its wait");
   BOOST_TEST(!client->get("watched")->has_value());
   wait_exit(pid);
+  client = Client::open(name);  // closes the first client
+  (void)Client::destroy(name);
+  ::munmap(shared, sizeof(Shared));
+}
+
+// A sleeper woken by the kernel at the death of its key's owner returns at
+// once, without taking the segment lock for another look: the key is gone,
+// and the caller's next operation on it releases it, in the same step as
+// what it does (a lock's place() in its queue). So it returns even while
+// another process holds the segment lock, here one stopped holding it.
+BOOST_AUTO_TEST_CASE(a_death_ends_a_wait_without_the_segment_lock) {
+  if (!have_futex_waitv()) return;
+  const std::string name = zaris::test::unique_segment_name("deathnolock");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  Shared* shared = shared_memory();
+  pid_t owner = owner_child(name, {}, shared, "watched", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  auto kv = client->get("watched");
+  BOOST_REQUIRE(kv.ok() && kv->has_value());
+  std::atomic<pid_t> tid{0};
+  std::atomic<int> outcome{-1};  // 1 changed, 0 not, 2 an error
+  std::thread waiting([&] {
+    tid.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+    auto changed = client->wait_for_change("watched", (*kv)->mod_revision, 30s);
+    outcome.store(changed.ok() ? (*changed ? 1 : 0) : 2);
+  });
+  BOOST_REQUIRE(zaris::test::eventually([&] { return tid.load() != 0; }));
+  BOOST_REQUIRE(zaris::test::wait_until_asleep(::getpid(), tid.load()) != 0);
+  {
+    zaris::test::StoppedHolder holder(name, {});
+    BOOST_REQUIRE(holder.stopped());
+    ::kill(owner, SIGKILL);
+    BOOST_TEST(wait_exit(owner) == 128 + SIGKILL);
+    BOOST_TEST(zaris::test::eventually([&] { return outcome.load() != -1; }, 10s));
+    BOOST_TEST(outcome.load() == 1);
+    BOOST_TEST(holder.resume() == 0);
+  }
+  waiting.join();
+  // The next look meets the dead owner's lease: the key is gone.
+  BOOST_TEST(!client->get("watched")->has_value());
+  BOOST_TEST(client->info()->counters.owner_deaths == 1u);
   client = Client::open(name);  // closes the first client
   (void)Client::destroy(name);
   ::munmap(shared, sizeof(Shared));
