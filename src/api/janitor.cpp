@@ -27,9 +27,10 @@ constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
 constexpr std::int64_t kBusyRetryNs = 100'000'000;
 constexpr std::int64_t kFallbackSliceNs = 10'000'000;
 // On a death the kernel wakes, on the dead owner's other liveness word and
-// before the janitor, one of those asleep on its keys, which wakes the others
-// and releases what they wait for: the janitor lets them go first, then
-// releases the rest (docs/owners.md).
+// before the janitor, one of those asleep on its keys, which wakes the others;
+// each one's next operation on those keys (a lock's place()) releases what
+// the dead held: the janitor lets them go first, then releases the rest
+// (docs/owners.md).
 constexpr std::int64_t kDeathHeadStartNs = 500'000;
 
 std::int64_t real_now() {
@@ -89,8 +90,12 @@ class Janitor::Impl {
  private:
   bool stopping() const { return stop_word_.load(std::memory_order_acquire) != 0; }
 
-  // Thread `index` watches the liveness words of live registrations
-  // [index * kOwnersPerThread, ...); thread 0 also the expiry schedule.
+  // Thread `index` watches the liveness words of the live registrations in
+  // slots [index * kOwnersPerThread, (index + 1) * kOwnersPerThread); thread
+  // 0 also the expiry schedule. By slot, not by place among the live: a
+  // registration that comes or deregisters bumps `registry`, which wakes
+  // every thread, but one that dies wakes only the thread that armed it, and
+  // its release then moves nobody else's slot to another thread.
   void work(std::size_t index) {
     segment::Channel& registry = engine_.registry_channel();
     segment::Channel& janitor = engine_.janitor_channel();
@@ -115,13 +120,13 @@ class Janitor::Impl {
       for (std::int32_t pid : pass->died)
         log("process " + std::to_string(pid) + " died: releasing its leases");
       if (pass->more) continue;
-      if (index == 0) spawn_watchers(pass->owners.size());
+      if (index == 0 && !pass->owners.empty()) spawn_watchers(pass->owners.back().slot + 1);
 
       set.add_word(reinterpret_cast<std::uint32_t*>(&stop_word_), 0);
-      const std::size_t first = index * kOwnersPerThread;
       bool dead_seen = false;
-      for (std::size_t i = first; i < pass->owners.size() && i < first + kOwnersPerThread; ++i) {
-        if (!set.add_owner(pass->owners[i].word)) {
+      for (const Engine::JanitorPass::Owner& owner : pass->owners) {
+        if (owner.slot / kOwnersPerThread != index) continue;
+        if (!set.add_owner(owner.janitor_alive)) {
           dead_seen = true;  // died since the pass: look again at once
           break;
         }
@@ -132,8 +137,9 @@ class Janitor::Impl {
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
       if (died || set.changed(registry)) {
         // Those asleep on the dead owner's keys were woken too, on the
-        // other word, and release what they wait for: give them their head
-        // start, and take the segment lock after them. A registration that
+        // other word, and their next operations release what they waited
+        // for: give them their head start, and take the segment lock after
+        // them. A registration that
         // came or went waits as long: a new one is armed 0.5 ms later at
         // most, and one that dies meanwhile is found dead by the pass.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
@@ -141,8 +147,9 @@ class Janitor::Impl {
     }
   }
 
-  void spawn_watchers(std::size_t owners) {
-    std::size_t needed = (owners + kOwnersPerThread - 1) / kOwnersPerThread;
+  // Enough threads for the registry's slots below `slots`.
+  void spawn_watchers(std::size_t slots) {
+    std::size_t needed = (slots + kOwnersPerThread - 1) / kOwnersPerThread;
     std::lock_guard guard(threads_mutex_);
     while (threads_.size() < std::max<std::size_t>(needed, 1) && !stopping()) {
       std::size_t index = threads_.size();

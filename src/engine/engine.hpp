@@ -92,7 +92,11 @@ class Engine {
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
   struct JanitorPass {
     std::int64_t next_deadline = kNever;     // CLOCK_MONOTONIC: look again then at the latest
-    std::vector<segment::FutexWord> owners;  // liveness words of live registrations
+    struct Owner {
+      std::uint32_t* janitor_alive;  // the registration's word the janitor sleeps on
+      std::uint32_t slot;            // its slot in the registry
+    };
+    std::vector<Owner> owners;               // live registrations but the janitor's
     std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
     std::vector<std::int32_t> died;          // pids of registrations found dead
     bool more = false;                       // work is left: call again at once

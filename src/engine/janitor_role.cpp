@@ -101,8 +101,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
         pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
       } else if (i != mine) {
-        pass.owners.push_back(
-            segment::FutexWord{reinterpret_cast<std::uint32_t*>(&p.janitor_alive), 0});
+        pass.owners.push_back({reinterpret_cast<std::uint32_t*>(&p.janitor_alive), i});
       }
     }
     std::uint32_t keys = kJanitorKeyBudget;

@@ -130,13 +130,14 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   }
   ZARIS_HOP(woke);
   out.changed = woke >= 0;
-  // The kernel wakes one waiter on a death: pass it on to the others.
+  // The kernel wakes one waiter on a death: pass it on to the others. A
+  // death is what the word says, not the wake-up: a relay late enough to
+  // find the slot taken by a new registration wakes us on a live word.
   for (std::uint32_t i = 0; i < count_; ++i) {
     if (kinds_[i] != Kind::owner) continue;
-    if (static_cast<std::uint32_t>(woke) == i || !liveness_alive(load(words_[i].word))) {
-      segment::futex_wake_all(words_[i].word);
-      out.death = true;
-    }
+    const bool dead = !liveness_alive(load(words_[i].word));
+    if (static_cast<std::uint32_t>(woke) == i || dead) segment::futex_wake_all(words_[i].word);
+    if (dead) out.death = true;
   }
   if (out.death) ZARIS_HOP(relayed);
   return out;

@@ -371,8 +371,9 @@ BOOST_FIXTURE_TEST_CASE(a_forked_copy_leaves_the_parents_janitor_alone, SharedCl
 // each in a process of its own, asleep when the owner is SIGKILLed. Each
 // must wake and see the death through: the lock taken, the DELETE read with
 // reason owner-died, the key gone. The kernel wakes one sleeper on the dead
-// liveness word; it wakes the others and releases what the dead held, which
-// wakes the watcher; with a janitor running, the janitor (asleep on its own
+// liveness word; it wakes the others, and the lock waiter's place() (or
+// wait_for_change's get) releases what the dead held, which wakes the
+// watcher; with a janitor running, the janitor (asleep on its own
 // word) is not in the way. The exit bounds are hang guards; one bound is
 // not: each sleeper must have woken well within the one-second slice after
 // which every sleeper looks again anyway, or it was not woken by the death.
