@@ -99,6 +99,39 @@ std::string read_file(const char* path) {
   return text;
 }
 
+// The segment's bytes, mapped by the test to read or damage what no API
+// shows; unmapped at the end of the scope.
+class MappedSegment {
+ public:
+  explicit MappedSegment(const std::string& name) {
+    int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
+    BOOST_REQUIRE(fd >= 0);
+    struct stat st {};
+    const bool sized = ::fstat(fd, &st) == 0;
+    if (sized) {
+      size_ = static_cast<std::size_t>(st.st_size);
+      map_ = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    ::close(fd);
+    BOOST_REQUIRE(sized);
+    BOOST_REQUIRE(map_ != MAP_FAILED);
+    BOOST_REQUIRE(zaris::segment::Layout::compute(
+        reinterpret_cast<zaris::segment::Header*>(base())->capacities, layout));
+  }
+  MappedSegment(const MappedSegment&) = delete;
+  MappedSegment& operator=(const MappedSegment&) = delete;
+  ~MappedSegment() {
+    if (map_ != MAP_FAILED) ::munmap(map_, size_);
+  }
+  std::uint8_t* base() const { return static_cast<std::uint8_t*>(map_); }
+
+  zaris::segment::Layout layout;
+
+ private:
+  void* map_ = MAP_FAILED;
+  std::size_t size_ = 0;
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(owners)
@@ -143,32 +176,16 @@ BOOST_FIXTURE_TEST_CASE(a_bound_lease_ends_when_its_owner_is_killed, SegmentFixt
 // that every change that wakes it bumps the channel's word.
 BOOST_FIXTURE_TEST_CASE(releasing_a_dead_registration_wakes_nobody_on_the_registry,
                         SegmentFixture) {
-  const std::string path = "/dev/shm/" + name;
-  int fd = ::open(path.c_str(), O_RDWR);
-  BOOST_REQUIRE(fd >= 0);
-  struct stat st {};
-  BOOST_REQUIRE(::fstat(fd, &st) == 0);
-  void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                     MAP_SHARED, fd, 0);
-  ::close(fd);
-  BOOST_REQUIRE(map != MAP_FAILED);
-  auto* base = static_cast<std::uint8_t*>(map);
-  zaris::segment::Layout layout;
-  BOOST_REQUIRE(zaris::segment::Layout::compute(
-      reinterpret_cast<zaris::segment::Header*>(base)->capacities, layout));
+  MappedSegment bytes(name);
   auto& registry =
-      reinterpret_cast<zaris::segment::Channels*>(base + layout.channels_offset)->registry;
+      reinterpret_cast<zaris::segment::Channels*>(bytes.base() + bytes.layout.channels_offset)
+          ->registry;
   registry.sleepers.fetch_add(1);
-  // Undone however the test ends.
+  // Undone however the test ends (before `bytes` unmaps).
   struct Undo {
     zaris::segment::Channel& registry;
-    void* map;
-    std::size_t size;
-    ~Undo() {
-      registry.sleepers.fetch_sub(1);
-      ::munmap(map, size);
-    }
-  } undo{registry, map, static_cast<std::size_t>(st.st_size)};
+    ~Undo() { registry.sleepers.fetch_sub(1); }
+  } undo{registry};
 
   Shared* shared = shared_memory();
   const std::uint32_t before_claim = registry.seq.load();
@@ -492,19 +509,9 @@ BOOST_FIXTURE_TEST_CASE(pid_reuse_cannot_make_a_dead_owner_look_alive, SegmentFi
   // Whatever the pid fields say: point the dead registration's pid and start
   // time at a live process (this one).
   {
-    const std::string path = "/dev/shm/" + name;
-    int fd = ::open(path.c_str(), O_RDWR);
-    BOOST_REQUIRE(fd >= 0);
-    struct stat st {};
-    BOOST_REQUIRE(::fstat(fd, &st) == 0);
-    void* map = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ | PROT_WRITE,
-                       MAP_SHARED, fd, 0);
-    ::close(fd);
-    BOOST_REQUIRE(map != MAP_FAILED);
-    auto* base = static_cast<std::uint8_t*>(map);
-    zaris::segment::Layout layout;
-    BOOST_REQUIRE(zaris::segment::Layout::compute(
-        reinterpret_cast<zaris::segment::Header*>(base)->capacities, layout));
+    MappedSegment bytes(name);
+    std::uint8_t* base = bytes.base();
+    const zaris::segment::Layout& layout = bytes.layout;
     auto* leases = reinterpret_cast<zaris::segment::LeaseSlot*>(base + layout.leases_offset);
     auto& slot = leases[lease.value() & ((std::uint64_t{1} << layout.lease_slot_bits) - 1)];
     BOOST_REQUIRE(slot.id.load() == lease.value());
@@ -512,7 +519,6 @@ BOOST_FIXTURE_TEST_CASE(pid_reuse_cannot_make_a_dead_owner_look_alive, SegmentFi
         reinterpret_cast<zaris::segment::ProcessSlot*>(base + layout.processes_offset);
     processes[slot.owner].pid = static_cast<std::uint32_t>(::getpid());
     processes[slot.owner].start_time = zaris::segment::process_start_time(::getpid());
-    ::munmap(map, static_cast<std::size_t>(st.st_size));
   }
   BOOST_TEST(client->leases().time_to_live(lease).code() == Errc::lease_lost);
   BOOST_TEST(!client->get("owned")->has_value());
