@@ -96,7 +96,7 @@ class Engine {
       std::uint32_t* janitor_alive;  // the registration's word the janitor sleeps on
       std::uint32_t slot;            // its slot in the registry
     };
-    std::vector<Owner> owners;               // live registrations but the janitor's
+    std::vector<Owner> owners;               // live registrations but the janitor's, by slot
     std::uint32_t reaped_leases = 0;         // ended leases freed by this pass
     std::vector<std::int32_t> died;          // pids of registrations found dead
     bool more = false;                       // work is left: call again at once

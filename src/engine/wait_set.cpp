@@ -131,13 +131,14 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   ZARIS_HOP(woke);
   out.changed = woke >= 0;
   // The kernel wakes one waiter on a death: pass it on to the others. A
-  // death is what the word says, not the wake-up: a relay late enough to
-  // find the slot taken by a new registration wakes us on a live word.
+  // death is what the word says (OWNER_DIED, or 0 once its owner
+  // deregistered), not the wake-up: a relay late enough to find the slot
+  // taken by a new registration wakes us on a live word, which is only a
+  // reason to look again, and passes nothing on.
   for (std::uint32_t i = 0; i < count_; ++i) {
-    if (kinds_[i] != Kind::owner) continue;
-    const bool dead = !liveness_alive(load(words_[i].word));
-    if (static_cast<std::uint32_t>(woke) == i || dead) segment::futex_wake_all(words_[i].word);
-    if (dead) out.death = true;
+    if (kinds_[i] != Kind::owner || liveness_alive(load(words_[i].word))) continue;
+    segment::futex_wake_all(words_[i].word);
+    out.death = true;
   }
   if (out.death) ZARIS_HOP(relayed);
   return out;

@@ -51,7 +51,7 @@ class WaitSet {
 
   struct Woken {
     bool changed = false;  // a word changed, or was woken (else: the deadline, or a signal)
-    bool death = false;    // an owner died
+    bool death = false;    // an owner's word reads dead (it died, or deregistered)
     bool spun = false;     // a word changed while it spun, before any sleep
   };
   // Sleeps until a word differs from what was noted, one is woken, or
