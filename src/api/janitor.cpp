@@ -139,9 +139,9 @@ class Janitor::Impl {
         // Those asleep on the dead owner's keys were woken too, on the
         // other word, and their next operations release what they waited
         // for: give them their head start, and take the segment lock after
-        // them. A registration that
-        // came or went waits as long: a new one is armed 0.5 ms later at
-        // most, and one that dies meanwhile is found dead by the pass.
+        // them. A registration that came or went waits as long: a new one
+        // is armed 0.5 ms later at most, and one that dies meanwhile is
+        // found dead by the pass.
         segment::futex_wait_until(stop_word_, 0, real_now() + kDeathHeadStartNs);
       }
     }
