@@ -24,7 +24,8 @@ void Engine::wake_janitor_now(segment::Channel& channel) {
   // The janitor's channels are woken before the lock is released, not after:
   // a waker killed in between would leave it asleep (it has no periodic look
   // on the real clock), while a waker killed holding the lock is repaired by
-  // the next locker, whose repair wakes every channel. They change rarely.
+  // the next locker, whose repair wakes every channel with a sleeper. They
+  // change rarely.
   if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
   channel.seq.fetch_add(1, std::memory_order_seq_cst);
   segment::futex_wake_all(channel.seq);
@@ -60,17 +61,21 @@ void Engine::note_key_hash(Op& tx, std::uint32_t hash, std::uint32_t slot) {
 }
 
 void Engine::note_all(Op& tx) {
+  // Every channel that counts a sleeper, as bump() does: a sleeper a dead
+  // holder bumped and never woke still counts itself, and one that counts
+  // itself later reads `seq`, and the repaired state, after this lock. (A
+  // repair used to wake all 259 channels, one system call each.)
   Wakeups& w = tx.wakeups;
-  for (auto& word : w.keys) word = ~std::uint64_t{0};
-  w.events = true;
-  w.registry = true;
-  w.janitor = true;
-  w.any = true;
+  for (std::uint32_t channel = 0; channel < segment::kKeyChannels; ++channel) {
+    bool noted = false;
+    bump(tx, channels_->keys[channel], noted);
+    if (noted) w.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
+  }
+  bump(tx, channels_->events, w.events);
+  bump(tx, channels_->registry, w.registry);
+  bump(tx, channels_->janitor, w.janitor);
   w.key_slots_below = std::min(store_.state().key_high_water, layout_.caps.max_keys);
-  for (auto& channel : channels_->keys) channel.seq.fetch_add(1, std::memory_order_seq_cst);
-  channels_->events.seq.fetch_add(1, std::memory_order_seq_cst);
-  channels_->registry.seq.fetch_add(1, std::memory_order_seq_cst);
-  channels_->janitor.seq.fetch_add(1, std::memory_order_seq_cst);
+  w.any = true;
 }
 
 void Engine::wake_key_word(std::uint32_t slot) {
