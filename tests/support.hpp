@@ -358,6 +358,10 @@ inline SegmentOptions small_segment() {
   options.max_key_bytes = 32;
   options.max_value_bytes = 64;
   options.data_bytes = 128 << 10;  // 256 keys in blocks of up to 128 bytes: 32 KiB
+  // 4096 events of at most 64 + 32 + 64 bytes: 640 KiB, so that max_events,
+  // not the bytes, bounds the history (a smaller segment makes the crash
+  // sweeps' copies and restores cheaper).
+  options.event_bytes = 1 << 20;
   return options;
 }
 

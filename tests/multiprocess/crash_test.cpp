@@ -1,7 +1,6 @@
 // All-or-nothing under SIGKILL: each mutating operation is run in a child that
 // kills itself at step 1, 2, 3, ... of the operation, until one run completes
-// (in the sanitizer builds, every step to the 20th, then a sample: see
-// kOperationStride).
+// (in the sanitizer builds, a sample: see Sampling).
 // After each death the parent repairs the segment (EOWNERDEAD), check() must
 // find nothing, and what readers see must equal the state either before the
 // operation or after it, never anything in between.
@@ -111,8 +110,8 @@ std::string observe(Client& client) {
     if (!events && events.code() == Errc::compacted) {
       // A history that wrapped: from the oldest revision it still has.
       unsigned long long oldest = 0;
-      BOOST_REQUIRE(std::sscanf(events.error().message.c_str(), "events before revision %llu",
-                                &oldest) == 1);
+      BOOST_REQUIRE(
+          std::sscanf(events.error().message.c_str(), "events before revision %llu", &oldest) == 1);
       out << "history from " << oldest << "\n";
       from_the_start.start_revision = oldest;
       watcher = client.watch("", from_the_start);
@@ -202,30 +201,39 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
 // After a death: the next locker repairs, check() finds nothing, and readers
 // see the state before or after the operation, nothing in between.
 constexpr int kMaxSteps = 100000;
-// The repair sweep: each of the first 20 steps of an operation is killed,
-// then a sample of the rest; after each such death the repair is killed at
-// each of its steps. The sanitizer builds look for memory and thread errors,
-// not coverage (the Release build has it), and sample both more sparsely.
-// The operation sweep, likewise: the sanitizer builds kill each of the first
-// 20 steps, then every kOperationStride-th, and find the last crash point
-// (the one after the commit) by going back from where the run finished.
-// ThreadSanitizer, which looks for races between a process's threads (its
-// liveness thread and the operation), not for what a step leaves behind,
-// samples the operation more sparsely again.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// How densely a sweep samples the steps it kills: below the 20th every
+// `dense`-th, then every `sparse`-th.
+struct Sampling {
+  int dense;
+  int sparse;
+  int next(int step) const { return step + (step < 20 ? dense : sparse); }
+};
+// The Release build has the coverage: it kills every step of every operation
+// and, after every other one of the first 20 steps and every 97th step of an
+// operation, every step of the repair. The sanitizer builds look for memory
+// and thread errors, not coverage, and sample all three. ThreadSanitizer
+// looks for races between a process's threads (its liveness thread and the
+// operation): it runs the operation sweeps only, sampled more sparsely, as
+// every process of a repair sweep is single-threaded (the child repairs with
+// a client that registers nothing, as does the test's own). An operation
+// sweep that samples finds the last crash point (the one after the commit) by
+// bisecting between the last step that killed and the one that finished.
 #if defined(__SANITIZE_THREAD__)
-constexpr int kOperationStride = 6;
+#define ZARIS_REPAIR_SWEEPS 0
+constexpr Sampling kOperationSteps{3, 24};
+#elif defined(__SANITIZE_ADDRESS__)
+#define ZARIS_REPAIR_SWEEPS 1
+constexpr Sampling kOperationSteps{1, 8};
 #else
-constexpr int kOperationStride = 4;
+#define ZARIS_REPAIR_SWEEPS 1
+constexpr Sampling kOperationSteps{1, 1};
 #endif
-constexpr int kDenseStride = 4;
-constexpr int kSparseStride = 211;
-constexpr int kRepairStride = 13;
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr Sampling kDeaths{5, 300};
+constexpr Sampling kRepairSteps{2, 26};
 #else
-constexpr int kOperationStride = 1;
-constexpr int kDenseStride = 1;
-constexpr int kSparseStride = 97;
-constexpr int kRepairStride = 1;
+constexpr Sampling kDeaths{2, 97};
+constexpr Sampling kRepairSteps{1, 1};
 #endif
 
 // Returns what readers saw.
@@ -245,6 +253,28 @@ std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s, c
   return seen;
 }
 
+// A copy of a segment's bytes, in a shared anonymous mapping: fork() copies
+// no page table entries for it (a std::string's pages would be copied, and
+// write-protected, at each of the sweeps' hundreds of thousands of forks).
+class Snapshot {
+ public:
+  explicit Snapshot(std::size_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    BOOST_REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<char*>(p);
+  }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+  ~Snapshot() { ::munmap(base_, size_); }
+  const char* data() const { return base_; }
+  char* data() { return base_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  char* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 // The segment file mapped into the test, to put back a copy of its bytes:
 // only the pages that differ are written (a run changes a few of the
 // segment's hundreds; writing them all cost the sweeps a fifth of their time).
@@ -256,7 +286,8 @@ class SegmentBytes {
     struct stat st {};
     const bool sized = ::fstat(fd, &st) == 0 && st.st_size > 0;
     size_ = sized ? static_cast<std::size_t>(st.st_size) : 0;
-    void* p = sized ? ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    void* p =
+        sized ? ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     ::close(fd);
     BOOST_REQUIRE(p != MAP_FAILED);
     base_ = static_cast<char*>(p);
@@ -265,13 +296,20 @@ class SegmentBytes {
   SegmentBytes& operator=(const SegmentBytes&) = delete;
   ~SegmentBytes() { ::munmap(base_, size_); }
 
-  std::string copy() const { return std::string(base_, size_); }
-  void restore(const std::string& bytes) {
+  std::size_t size() const { return size_; }
+  // Its bytes into `to`, which the sweeps reuse: a fresh mapping's pages are
+  // each a page fault to fill.
+  void copy(Snapshot& to) const {
+    BOOST_REQUIRE(to.size() == size_);
+    std::memcpy(to.data(), base_, size_);
+  }
+  void restore(const Snapshot& bytes) {
     BOOST_REQUIRE(bytes.size() == size_);
     constexpr std::size_t kPage = 4096;
     for (std::size_t at = 0; at < size_; at += kPage) {
       std::size_t n = std::min(kPage, size_ - at);
-      if (std::memcmp(base_ + at, bytes.data() + at, n) != 0) std::memcpy(base_ + at, bytes.data() + at, n);
+      if (std::memcmp(base_ + at, bytes.data() + at, n) != 0)
+        std::memcpy(base_ + at, bytes.data() + at, n);
     }
   }
 
@@ -293,10 +331,16 @@ class SegmentBytes {
 struct Prepared {
   std::unique_ptr<zaris::test::SegmentFixture> fixture;
   SegmentBytes segment;
-  std::string bytes;
+  Snapshot bytes;
+  Snapshot wreck;  // enumerate_recovery's: the segment as a death left it
 
   explicit Prepared(const Scenario& s)
-      : fixture(prepared(s)), segment("/dev/shm/" + fixture->name), bytes(segment.copy()) {}
+      : fixture(prepared(s)),
+        segment("/dev/shm/" + fixture->name),
+        bytes(segment.size()),
+        wreck(segment.size()) {
+    segment.copy(bytes);
+  }
   zaris::test::SegmentFixture& restored() {
     segment.restore(bytes);
     return *fixture;
@@ -310,18 +354,22 @@ int enumerate(const Scenario& s) {
   Prepared p(s);
   std::string last_seen;
   int last_killed = 0;
-  for (int step = 1; step < kMaxSteps; step += step < 20 ? 1 : kOperationStride) {
+  for (int step = 1; step < kMaxSteps; step = kOperationSteps.next(step)) {
     auto& f = p.restored();
     if (!killed_at(f, step, s.operation)) {
       BOOST_TEST(view(s, *f.client) == o.after, s.name);
-      // Steps skipped since the last death, from the end back: the first
-      // that kills is the last crash point.
-      for (int back = step - 1; back > last_killed; --back) {
+      // Steps skipped since the last death: an operation that finished
+      // before a step finishes before every later one, so bisect between
+      // the last that killed and this one for the last crash point.
+      for (int finished = step; finished - last_killed > 1;) {
+        const int mid = last_killed + (finished - last_killed) / 2;
         auto& g = p.restored();
-        if (killed_at(g, back, s.operation)) {
-          last_seen = verify_repaired(g, s, o, s.name + " step " + std::to_string(back));
-          last_killed = back;
-          break;
+        if (killed_at(g, mid, s.operation)) {
+          last_seen = verify_repaired(g, s, o, s.name + " step " + std::to_string(mid));
+          last_killed = mid;
+        } else {
+          BOOST_TEST(view(s, *g.client) == o.after, s.name << " step " << mid << " (finished)");
+          finished = mid;
         }
       }
       // The last crash point comes after the commit: that death leaves "after".
@@ -336,16 +384,16 @@ int enumerate(const Scenario& s) {
 }
 
 // Kills the operation at `op_step`, then kills the repair itself at each of
-// its steps in turn (its first 20, then every kRepairStride-th), each time
+// its steps in turn (sampled in the sanitizer builds: kRepairSteps), each time
 // from the same wreck (the segment file, mutex word included, is restored
 // byte for byte). Returns the number of repair steps killed.
 int enumerate_recovery(const Scenario& s, Prepared& p, int op_step, const Outcomes& o) {
   auto* f = &p.restored();
   if (!killed_at(*f, op_step, s.operation)) return -1;
-  const std::string wreck = p.segment.copy();
+  p.segment.copy(p.wreck);
   int killed = 0;
-  for (int step = 1; step < kMaxSteps; step += step < 20 ? 1 : kRepairStride) {
-    p.segment.restore(wreck);
+  for (int step = 1; step < kMaxSteps; step = kRepairSteps.next(step)) {
+    p.segment.restore(p.wreck);
     std::string label =
         s.name + " step " + std::to_string(op_step) + ", repair step " + std::to_string(step);
     // A mutating call: after the repair it goes on reaping what the dead left.
@@ -797,10 +845,7 @@ std::vector<Scenario> slot_reuse_scenarios() {
       // written through records, as its old owner comes back on a rollback.
       {"txn prefix delete, then a value that grows into a data block it freed", txn_keys,
        [](Client& c) {
-         run_txn(c,
-                 Txn()
-                     .then(TxnOp::del_prefix("p/"))
-                     .then(TxnOp::put("m", std::string(40, 'g'))),
+         run_txn(c, Txn().then(TxnOp::del_prefix("p/")).then(TxnOp::put("m", std::string(40, 'g'))),
                  [](auto& r) { return r && r->succeeded && r->results[0].deleted == 5; });
        }},
   };
@@ -828,8 +873,7 @@ std::vector<Scenario> event_log_scenarios() {
            BOOST_REQUIRE(c.put("s" + std::to_string(i % 10), std::string(99, 's')).ok());
          BOOST_REQUIRE(c.info()->event_log_used_bytes == 4 * 15072 + 20 * 168);
        },
-       [](Client& c) { (void)c.put("w", std::string(15000, 'w')); },
-       true, false,
+       [](Client& c) { (void)c.put("w", std::string(15000, 'w')); }, true, false,
        [](std::string seen) {
          std::istringstream in(seen);
          std::string line;
@@ -837,8 +881,7 @@ std::vector<Scenario> event_log_scenarios() {
          while (std::getline(in, line)) {
            unsigned long long revision = 0;
            if (line.starts_with("history from ")) continue;
-           if (std::sscanf(line.c_str(), "event %llu", &revision) == 1 &&
-               revision < g_history_cut)
+           if (std::sscanf(line.c_str(), "event %llu", &revision) == 1 && revision < g_history_cut)
              continue;
            kept += line + "\n";
          }
@@ -900,7 +943,7 @@ void sweep_operations(const std::vector<Scenario>& list, const Share& ours = sha
 // scenario (from the scenario's position on, so that short ones alternate):
 // what it covers depends on nothing another share's process saw, and an
 // operation that finished before a step finishes before every later one.
-void sweep_repairs(const std::vector<Scenario>& list) {
+[[maybe_unused]] void sweep_repairs(const std::vector<Scenario>& list) {
   const Share ours = share();
   int position = 0;
   for (const auto& s : list) {
@@ -910,7 +953,7 @@ void sweep_repairs(const std::vector<Scenario>& list) {
     int total = 0;
     int repair_points = 0;
     int death = position++;
-    for (int op_step = 1;; op_step += op_step < 20 ? kDenseStride : kSparseStride) {
+    for (int op_step = 1;; op_step = kDeaths.next(op_step)) {
       if (!ours.mine(death++)) continue;
       int steps = enumerate_recovery(s, p, op_step, o);
       if (steps < 0) break;
@@ -935,9 +978,11 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_operation) {
   sweep_operations(scenarios());
 }
 
+#if ZARIS_REPAIR_SWEEPS
 BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_death) {
   sweep_repairs(scenarios());
 }
+#endif
 
 // Transactions of several operations, apart so that they can be run alone
 // (--run_test=crash_points/every_step_of_every_transaction).
@@ -945,9 +990,11 @@ BOOST_AUTO_TEST_CASE(every_step_of_every_transaction) {
   sweep_operations(txn_scenarios());
 }
 
+#if ZARIS_REPAIR_SWEEPS
 BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_every_kind_of_transaction_death) {
   sweep_repairs(txn_scenarios());
 }
+#endif
 
 // Fails with the library as it is: a new key's slot is written without undo
 // records, as fresh, even when a prefix delete of the same transaction freed
@@ -966,9 +1013,11 @@ BOOST_AUTO_TEST_CASE(every_step_of_an_event_append_that_wraps) {
   sweep_operations(event_log_scenarios(), Share{});
 }
 
+#if ZARIS_REPAIR_SWEEPS
 BOOST_AUTO_TEST_CASE(every_step_of_a_repair_after_an_event_append_that_wraps) {
   sweep_repairs(event_log_scenarios());
 }
+#endif
 
 BOOST_AUTO_TEST_CASE(every_step_of_a_transaction_that_frees_a_data_block_and_moves_a_value_in) {
   sweep_operations({slot_reuse_scenarios()[2]}, Share{});

@@ -383,8 +383,9 @@ BOOST_AUTO_TEST_CASE(data_bytes_are_checked_and_size_the_segment) {
   options.data_bytes = std::uint64_t{64} << 30;
   BOOST_TEST(zaris::segment_size(options) > options.data_bytes);
   // The region must hold the largest key with the largest value: 1 MiB
-  // values need a 2 MiB block.
+  // values need a 2 MiB block. (So must the event log: it gets room for one.)
   options.max_value_bytes = 1 << 20;
+  options.event_bytes = std::uint64_t{2} << 20;
   options.data_bytes = std::uint64_t{2} << 20;
   BOOST_TEST(zaris::segment_size(options) > 0u);
   options.data_bytes = (std::uint64_t{2} << 20) - 1024;
