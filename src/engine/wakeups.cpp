@@ -24,7 +24,7 @@ void Engine::wake_janitor_now(segment::Channel& channel) {
   // The janitor's channels are woken before the lock is released, not after:
   // a waker killed in between would leave it asleep (it has no periodic look
   // on the real clock), while a waker killed holding the lock is repaired by
-  // the next locker, whose repair wakes every channel with a sleeper. They
+  // the next locker, whose repair wakes these two before it unlocks. They
   // change rarely.
   if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
   channel.seq.fetch_add(1, std::memory_order_seq_cst);
@@ -64,7 +64,7 @@ void Engine::note_all(Op& tx) {
   // Every channel that counts a sleeper, as bump() does: a sleeper a dead
   // holder bumped and never woke still counts itself, and one that counts
   // itself later reads `seq`, and the repaired state, after this lock. (A
-  // repair used to wake all 259 channels, one system call each.)
+  // repair used to wake all 259 channels after it, one system call each.)
   Wakeups& w = tx.wakeups;
   for (std::uint32_t channel = 0; channel < segment::kKeyChannels; ++channel) {
     bool noted = false;
@@ -72,8 +72,12 @@ void Engine::note_all(Op& tx) {
     if (noted) w.keys[channel / 64] |= std::uint64_t{1} << (channel % 64);
   }
   bump(tx, channels_->events, w.events);
-  bump(tx, channels_->registry, w.registry);
-  bump(tx, channels_->janitor, w.janitor);
+  // The janitor's two, now, under the lock, as wake_janitor_now() wakes them,
+  // and whatever their counts say: it has no periodic look to fall back on.
+  for (segment::Channel* channel : {&channels_->registry, &channels_->janitor}) {
+    channel->seq.fetch_add(1, std::memory_order_seq_cst);
+    segment::futex_wake_all(channel->seq);
+  }
   w.key_slots_below = std::min(store_.state().key_high_water, layout_.caps.max_keys);
   w.any = true;
 }

@@ -201,23 +201,26 @@ bool killed_at(zaris::test::SegmentFixture& f, int step,
 // After a death: the next locker repairs, check() finds nothing, and readers
 // see the state before or after the operation, nothing in between.
 constexpr int kMaxSteps = 100000;
-// How densely a sweep samples the steps it kills: below the 20th every
-// `dense`-th, then every `sparse`-th.
+// How densely a sweep samples the steps it kills: from `first`, below the
+// 20th every `dense`-th, then every `sparse`-th.
 struct Sampling {
   int dense;
   int sparse;
+  int first = 1;
   int next(int step) const { return step + (step < 20 ? dense : sparse); }
 };
 // The Release build has the coverage: it kills every step of every operation
-// and, after every other one of the first 20 steps and every 97th step of an
-// operation, every step of the repair. The sanitizer builds look for memory
-// and thread errors, not coverage, and sample all three. ThreadSanitizer
-// looks for races between a process's threads (its liveness thread and the
-// operation): it runs the operation sweeps only, sampled more sparsely, as
-// every process of a repair sweep is single-threaded (the child repairs with
-// a client that registers nothing, as does the test's own). An operation
-// sweep that samples finds the last crash point (the one after the commit) by
-// bisecting between the last step that killed and the one that finished.
+// and, after each odd one of the first 20 steps and every 97th step of an
+// operation, every step of the repair (the ASan build's deaths start at the
+// 2nd, so that some even ones are repaired too). The sanitizer builds look
+// for memory and thread errors, not coverage, and sample all three.
+// ThreadSanitizer looks for races between a process's threads (a liveness
+// thread and the operation): it runs the operation sweeps only, sampled more
+// sparsely. A repair sweep adds no thread to them: its deaths are operation
+// runs those sweeps make, and its repairs run in processes that register
+// nothing (the test's own, and children with a fresh client). An operation
+// sweep that samples finds the last crash point (the one after the commit)
+// by bisecting between the last step that killed and the one that finished.
 #if defined(__SANITIZE_THREAD__)
 #define ZARIS_REPAIR_SWEEPS 0
 constexpr Sampling kOperationSteps{3, 24};
@@ -229,7 +232,7 @@ constexpr Sampling kOperationSteps{1, 8};
 constexpr Sampling kOperationSteps{1, 1};
 #endif
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr Sampling kDeaths{5, 300};
+constexpr Sampling kDeaths{4, 300, 2};
 constexpr Sampling kRepairSteps{2, 26};
 #else
 constexpr Sampling kDeaths{2, 97};
@@ -262,6 +265,8 @@ class Snapshot {
     void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     BOOST_REQUIRE(p != MAP_FAILED);
     base_ = static_cast<char*>(p);
+    // Nor are they the children's to see at all.
+    BOOST_REQUIRE(::madvise(base_, size_, MADV_DONTFORK) == 0);
   }
   Snapshot(const Snapshot&) = delete;
   Snapshot& operator=(const Snapshot&) = delete;
@@ -347,8 +352,8 @@ struct Prepared {
   }
 };
 
-// Kills the operation at step 1, 2, 3, ... (sampled past the 20th in the
-// sanitizer builds) until it completes; returns the number of steps it has.
+// Kills the operation at step 1, 2, 3, ... (sampled in the sanitizer builds:
+// kOperationSteps) until it completes; returns the number of steps it has.
 int enumerate(const Scenario& s) {
   Outcomes o = outcomes(s);
   Prepared p(s);
@@ -953,7 +958,7 @@ void sweep_operations(const std::vector<Scenario>& list, const Share& ours = sha
     int total = 0;
     int repair_points = 0;
     int death = position++;
-    for (int op_step = 1;; op_step = kDeaths.next(op_step)) {
+    for (int op_step = kDeaths.first;; op_step = kDeaths.next(op_step)) {
       if (!ours.mine(death++)) continue;
       int steps = enumerate_recovery(s, p, op_step, o);
       if (steps < 0) break;
