@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -350,6 +351,46 @@ class StoppedHolder {
   bool stopped_ = false;
 };
 #endif
+
+// Bytes a crash sweep keeps (a copy of a segment, a wreck to restore), in a
+// mapping of their own that fork() leaves out: a heap buffer's page table
+// entries would be copied, and write-protected, at each of the sweeps'
+// hundreds of thousands of forks, and its pages faulted in again after.
+class UnforkedBytes {
+ public:
+  explicit UnforkedBytes(std::size_t size) : size_(size) {
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    BOOST_REQUIRE(p != MAP_FAILED);
+    base_ = static_cast<std::uint8_t*>(p);
+    BOOST_REQUIRE(::madvise(base_, size_, MADV_DONTFORK) == 0);
+  }
+  UnforkedBytes(const std::uint8_t* from, std::size_t size) : UnforkedBytes(size) {
+    std::memcpy(base_, from, size_);
+  }
+  UnforkedBytes(const UnforkedBytes&) = delete;
+  UnforkedBytes& operator=(const UnforkedBytes&) = delete;
+  ~UnforkedBytes() { ::munmap(base_, size_); }
+  const std::uint8_t* data() const { return base_; }
+  std::uint8_t* data() { return base_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::uint8_t* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Puts `size` bytes of `from` back at `to`, writing only the pages that
+// differ: a run changes a few of a segment's hundreds, and writing them all
+// cost the crash sweeps a fifth of their time (half of the data region's).
+inline void restore_pages(void* to, const void* from, std::size_t size) {
+  constexpr std::size_t kPage = 4096;
+  auto* out = static_cast<std::uint8_t*>(to);
+  const auto* in = static_cast<const std::uint8_t*>(from);
+  for (std::size_t at = 0; at < size; at += kPage) {
+    const std::size_t n = std::min(kPage, size - at);
+    if (std::memcmp(out + at, in + at, n) != 0) std::memcpy(out + at, in + at, n);
+  }
+}
 
 inline SegmentOptions small_segment() {
   SegmentOptions options;

@@ -210,17 +210,18 @@ struct Sampling {
   int next(int step) const { return step + (step < 20 ? dense : sparse); }
 };
 // The Release build has the coverage: it kills every step of every operation
-// and, after each odd one of the first 20 steps and every 97th step of an
-// operation, every step of the repair (the ASan build's deaths start at the
-// 2nd, so that some even ones are repaired too). The sanitizer builds look
-// for memory and thread errors, not coverage, and sample all three.
-// ThreadSanitizer looks for races between a process's threads (a liveness
-// thread and the operation): it runs the operation sweeps only, sampled more
-// sparsely. A repair sweep adds no thread to them: its deaths are operation
-// runs those sweeps make, and its repairs run in processes that register
-// nothing (the test's own, and children with a fresh client). An operation
-// sweep that samples finds the last crash point (the one after the commit)
-// by bisecting between the last step that killed and the one that finished.
+// and, after every 4th of an operation's first 20 steps from the 1st and
+// every 194th step after, every step of the repair (the ASan build's deaths
+// start at the 3rd, so that between them every odd one of the first 20 is
+// repaired). The sanitizer builds look for memory and thread errors, not
+// coverage, and sample all three. ThreadSanitizer looks for races between a
+// process's threads (a liveness thread and the operation): it runs the
+// operation sweeps only, sampled more sparsely. A repair sweep adds no thread
+// to them: its deaths are operation runs those sweeps make, and its repairs
+// run in processes that register nothing (the test's own, and children with
+// a fresh client). An operation sweep that samples finds the last crash point
+// (the one after the commit) by bisecting between the last step that killed
+// and the one that finished.
 #if defined(__SANITIZE_THREAD__)
 #define ZARIS_REPAIR_SWEEPS 0
 constexpr Sampling kOperationSteps{3, 24};
@@ -232,10 +233,10 @@ constexpr Sampling kOperationSteps{1, 8};
 constexpr Sampling kOperationSteps{1, 1};
 #endif
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr Sampling kDeaths{4, 300, 2};
+constexpr Sampling kDeaths{4, 300, 3};
 constexpr Sampling kRepairSteps{2, 26};
 #else
-constexpr Sampling kDeaths{2, 97};
+constexpr Sampling kDeaths{4, 194};
 constexpr Sampling kRepairSteps{1, 1};
 #endif
 
@@ -256,33 +257,8 @@ std::string verify_repaired(zaris::test::SegmentFixture& f, const Scenario& s, c
   return seen;
 }
 
-// A copy of a segment's bytes, in a shared anonymous mapping: fork() copies
-// no page table entries for it (a std::string's pages would be copied, and
-// write-protected, at each of the sweeps' hundreds of thousands of forks).
-class Snapshot {
- public:
-  explicit Snapshot(std::size_t size) : size_(size) {
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    BOOST_REQUIRE(p != MAP_FAILED);
-    base_ = static_cast<char*>(p);
-    // Nor are they the children's to see at all.
-    BOOST_REQUIRE(::madvise(base_, size_, MADV_DONTFORK) == 0);
-  }
-  Snapshot(const Snapshot&) = delete;
-  Snapshot& operator=(const Snapshot&) = delete;
-  ~Snapshot() { ::munmap(base_, size_); }
-  const char* data() const { return base_; }
-  char* data() { return base_; }
-  std::size_t size() const { return size_; }
-
- private:
-  char* base_ = nullptr;
-  std::size_t size_ = 0;
-};
-
-// The segment file mapped into the test, to put back a copy of its bytes:
-// only the pages that differ are written (a run changes a few of the
-// segment's hundreds; writing them all cost the sweeps a fifth of their time).
+// The segment file mapped into the test, to put back a copy of its bytes
+// (only the pages that differ are written).
 class SegmentBytes {
  public:
   explicit SegmentBytes(const std::string& path) {
@@ -304,18 +280,13 @@ class SegmentBytes {
   std::size_t size() const { return size_; }
   // Its bytes into `to`, which the sweeps reuse: a fresh mapping's pages are
   // each a page fault to fill.
-  void copy(Snapshot& to) const {
+  void copy(zaris::test::UnforkedBytes& to) const {
     BOOST_REQUIRE(to.size() == size_);
     std::memcpy(to.data(), base_, size_);
   }
-  void restore(const Snapshot& bytes) {
+  void restore(const zaris::test::UnforkedBytes& bytes) {
     BOOST_REQUIRE(bytes.size() == size_);
-    constexpr std::size_t kPage = 4096;
-    for (std::size_t at = 0; at < size_; at += kPage) {
-      std::size_t n = std::min(kPage, size_ - at);
-      if (std::memcmp(base_ + at, bytes.data() + at, n) != 0)
-        std::memcpy(base_ + at, bytes.data() + at, n);
-    }
+    zaris::test::restore_pages(base_, bytes.data(), size_);
   }
 
  private:
@@ -336,8 +307,8 @@ class SegmentBytes {
 struct Prepared {
   std::unique_ptr<zaris::test::SegmentFixture> fixture;
   SegmentBytes segment;
-  Snapshot bytes;
-  Snapshot wreck;  // enumerate_recovery's: the segment as a death left it
+  zaris::test::UnforkedBytes bytes;
+  zaris::test::UnforkedBytes wreck;  // enumerate_recovery's: the segment as a death left it
 
   explicit Prepared(const Scenario& s)
       : fixture(prepared(s)),

@@ -110,15 +110,17 @@ bool verify_repaired(RegionImage& image, const std::string& before, const std::s
 // The bytes a replay may write: the journal, and the region.
 struct Wreck {
   explicit Wreck(const RegionImage& image)
-      : journal(image.base + image.layout.journal_offset,
-                image.base + image.layout.records_offset + image.layout.journal_capacity),
-        region(image.snapshot()) {}
+      : journal(image.base + image.layout.journal_offset, image.layout.records_offset +
+                                                              image.layout.journal_capacity -
+                                                              image.layout.journal_offset),
+        region(image.base + image.layout.keys_offset, RegionImage::kRegionBytes) {}
   void restore(const RegionImage& image) const {
-    std::memcpy(image.base + image.layout.journal_offset, journal.data(), journal.size());
-    std::memcpy(image.base + image.layout.keys_offset, region.data(), region.size());
+    zaris::test::restore_pages(image.base + image.layout.journal_offset, journal.data(),
+                               journal.size());
+    zaris::test::restore_pages(image.base + image.layout.keys_offset, region.data(), region.size());
   }
-  std::vector<std::uint8_t> journal;
-  std::vector<std::uint8_t> region;
+  zaris::test::UnforkedBytes journal;
+  zaris::test::UnforkedBytes region;
 };
 
 void sweep(const Scenario& s) {
