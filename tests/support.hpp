@@ -381,7 +381,7 @@ class UnforkedBytes {
 
 // Puts `size` bytes of `from` back at `to`, writing only the pages that
 // differ: a run changes a few of a segment's hundreds, and writing them all
-// cost the crash sweeps a fifth of their time (half of the data region's).
+// cost the crash sweeps a fifth of their time.
 inline void restore_pages(void* to, const void* from, std::size_t size) {
   constexpr std::size_t kPage = 4096;
   auto* out = static_cast<std::uint8_t*>(to);
