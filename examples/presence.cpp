@@ -2,8 +2,10 @@
 //
 // Three members each keep a key presence/<name> under their session's lease.
 // A monitor lists them and watches the prefix: member-1 is killed with
-// SIGKILL and drops out when its lease runs out (expired); member-2 then
-// leaves cleanly (its session is closed: revoked); member-3 stays.
+// SIGKILL and drops out at once, long before its lease would run out (a
+// watcher sleeps on the deaths of the owners of the keys it watches:
+// owner_died); member-2 then leaves cleanly (its session is closed:
+// revoked); member-3 stays.
 //
 // Usage: zaris-presence [ADDRESS]   (a segment, or etcd://HOST:PORT/PREFIX;
 // by default a segment of its own). etcd does not say why a key went: there
@@ -29,8 +31,7 @@ int member(const std::string& address, int i) {
                 zaris::Put::with_lease(session->lease())),
        "put");
   if (i == 2) {
-    // Once member-1 has gone (watching only: a read of its key would
-    // end its lease as its owner's death, not at its TTL).
+    // Once member-1 has gone.
     auto others = must(mine.watch("presence/member-1", {false, 1}), "watch");
     bool gone = false;
     example::wait_until(

@@ -269,9 +269,28 @@ class Engine {
   void mark_dying(Op& tx, std::uint32_t process);
   // Releases leases of dying registrations while `key_budget` lasts; true when none is left.
   bool release_dying(Op& tx, std::uint32_t& key_budget);
+  // Marks the registrations the operation found dead (tx.noticed) dying and
+  // releases their leases within the reaper's key budget; clears the list.
+  void release_noticed(Op& tx);
   // After an operation: acts on a dead owner it met, and wakes the janitor if
   // the next expiry came earlier than it planned.
   void epilogue(Op& tx);
+  // This client's registration as {slot, generation} if this process made it
+  // (kNone: none): a sleeper never arms its own registration's words, since
+  // the kernel wakes one waiter at a death and a thread of the dying process
+  // must not be the one.
+  std::pair<std::uint32_t, std::uint32_t> own_registration();
+  // The owners a watcher sleeps on (docs/coordination.md, "Watchers and
+  // deaths"): the janitor liveness words of the live owners of the bound
+  // leases of the watched key, or of the first kWatchedOwnerKeys keys under
+  // the prefix, not `own`'s; a dead one met is noticed in `tx`.
+  static constexpr std::size_t kWatchedOwnerKeys = 16;
+  struct WatchedOwners {
+    std::uint32_t* words[kWatchedOwnerKeys];
+    std::size_t count = 0;
+  };
+  void watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
+                      std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out);
   // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
   struct Started;  // the liveness thread's report of its registration
   void liveness_main(std::shared_ptr<Started> started);

@@ -17,14 +17,17 @@ Result<segment::Acquired> Engine::acquire() {
   return acquired;
 }
 
-void Engine::epilogue(Op& tx) {
+void Engine::release_noticed(Op& tx) {
   const Noticed dead = tx.noticed;
-  if (dead.count > 0) {
-    for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
-    std::uint32_t keys = kReapKeyBudget;
-    release_dying(tx, keys);
-    ZARIS_HOP(released);
-  }
+  tx.noticed.count = 0;
+  for (std::uint32_t i = 0; i < dead.count; ++i) mark_dying(tx, dead.slots[i]);
+  std::uint32_t keys = kReapKeyBudget;
+  release_dying(tx, keys);
+  ZARIS_HOP(released);
+}
+
+void Engine::epilogue(Op& tx) {
+  if (tx.noticed.count > 0) release_noticed(tx);
   // The janitor sleeps until janitor_wake_at (0 when none sleeps): wake it if
   // the heap's top is now earlier (a grant, a revoke or a death left work for
   // it). Every operation until it looks again bumps: a waker that dies before

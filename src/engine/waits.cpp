@@ -44,6 +44,43 @@ std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake
   return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
 }
 
+std::pair<std::uint32_t, std::uint32_t> Engine::own_registration() {
+  std::lock_guard guard(registration_mutex_);
+  if (liveness_ && reg_pid_ == segment::self_pid()) return {reg_slot_, reg_generation_};
+  return {kNone, 0};
+}
+
+void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
+                            std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out) {
+  out.count = 0;
+  auto note = [&](std::uint32_t, KeySlotHeader& k) {
+    // A key whose lease ended is not looked at further; one whose owner
+    // died is noticed here, and released by the caller.
+    if (!store_.key_visible(k, now, tx.noticed) || k.lease_id == 0) return true;
+    const LeaseSlot& l = store_.lease(store_.lease_slot_of(k.lease_id));
+    if ((l.flags & segment::kLeaseBound) == 0 ||
+        (l.owner == own.first && l.owner_generation == own.second))
+      return true;
+    auto* word = reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).janitor_alive);
+    if (std::find(out.words, out.words + out.count, word) == out.words + out.count)
+      out.words[out.count++] = word;
+    return true;
+  };
+  if (!prefix) {
+    const Store::Probe probe = store_.find(key);
+    if (probe.slot != kNone) note(probe.slot, store_.key(probe.slot));
+    return;
+  }
+  std::size_t looked = 0;
+  store_.for_each_under(
+      key,
+      [&](std::uint32_t slot, KeySlotHeader& k) {
+        note(slot, k);
+        return ++looked < kWatchedOwnerKeys;
+      },
+      kNone, Store::Walk::vouched);
+}
+
 Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
                                      std::chrono::nanoseconds timeout) {
   Watched one{key, seen_mod_revision};
@@ -60,17 +97,8 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   // Each key present sleeps on its slot's wake word, each key absent on its
   // channel (docs/coordination.md, "Channels"), both marked under the lock;
   // and on the liveness word of each bound lease's owner: a death wakes us too.
-  // Never our own registration's word: the kernel wakes one waiter on a
-  // death, and a thread of the dying process must not be the one.
-  std::uint32_t own = kNone;
-  std::uint32_t own_generation = 0;
-  {
-    std::lock_guard guard(registration_mutex_);
-    if (liveness_ && reg_pid_ == segment::self_pid()) {
-      own = reg_slot_;
-      own_generation = reg_generation_;
-    }
-  }
+  // Never our own registration's word (own_registration()).
+  const auto [own, own_generation] = own_registration();
   struct Seen {
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
@@ -160,12 +188,14 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t next_expiry;  // the heap's top, on the engine's clock
     std::int64_t now;
     bool more;  // events are left to scan
+    WatchedOwners owners;  // whose deaths end the sleep
   };
+  const auto own = own_registration();
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);
     // Reap::yes: an expiry nobody touched becomes DELETE events now.
-    auto batch = locked<Batch>(Reap::yes, [&](Op&, std::int64_t now) -> Result<Batch> {
+    auto batch = locked<Batch>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<Batch> {
       segment::EventRingHeader& ring = *ring_;
       const std::uint64_t head = ring.head.index;
       const std::uint64_t first = ring.first_valid.load(std::memory_order_relaxed);
@@ -173,8 +203,10 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
       if (first > head || head - first > layout_.caps.max_events)
         abort_corrupt("event ring bounds");
       auto compacted_error = [&] {
+        // (Read again: a release below may have evicted more.)
+        const std::uint64_t gone = ring.compacted_revision.load(std::memory_order_relaxed);
         control_->shared.watchers_compacted.fetch_add(1, std::memory_order_relaxed);
-        return Error{Errc::compacted, "events before revision " + std::to_string(compacted + 1) +
+        return Error{Errc::compacted, "events before revision " + std::to_string(gone + 1) +
                                           " are gone: the watcher fell behind"};
       };
       if (!cursor.positioned) {
@@ -204,34 +236,51 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         }
         cursor.positioned = true;
       }
-      if (cursor.next_index < first) return compacted_error();
-      Batch out{{}, kNever, now, false};
-      std::uint64_t i = cursor.next_index;
-      // Bounded work under the lock: a narrow watcher far behind comes back.
-      const std::uint64_t scan_end = std::min(head, i + kEventsScannedPerCall);
-      for (; i < scan_end && out.events.size() < max; ++i) {
-        const EventRecord record = event_record(i);  // checked
-        const segment::EventSlotHeader& e = record.header;
-        const char* data = record.bytes;
-        std::string_view name(data, e.key_len);
-        cursor.next_revision = e.revision;
-        if (e.revision < cursor.skip_below) continue;
-        if (prefix ? !name.starts_with(key) : name != key) continue;
-        Event& ev = out.events.emplace_back();
-        ev.type = e.type == segment::kEventPut ? EventType::put : EventType::del;
-        ev.reason = static_cast<DeleteReason>(e.type == segment::kEventPut ? 0 : e.reason);
-        ev.revision = e.revision;
-        ev.kv.key.assign(name);
-        ev.kv.value.assign(data + e.key_len, e.value_len);
-        ev.kv.lease = LeaseId(e.lease_id);
-        ev.kv.create_revision = e.create_revision;
-        ev.kv.mod_revision = e.mod_revision;
-        ev.kv.version = e.version;
+      Batch out{{}, kNever, now, false, {}};
+      // One pass, or two when the first found nothing and, about to sleep,
+      // met a dead owner of what it watches: released here, its DELETE
+      // events are read at once.
+      for (bool released = false;;) {
+        const std::uint64_t end = ring.head.index;
+        if (cursor.next_index < ring.first_valid.load(std::memory_order_relaxed))
+          return compacted_error();
+        std::uint64_t i = cursor.next_index;
+        // Bounded work under the lock: a narrow watcher far behind comes back.
+        const std::uint64_t scan_end = std::min(end, i + kEventsScannedPerCall);
+        for (; i < scan_end && out.events.size() < max; ++i) {
+          const EventRecord record = event_record(i);  // checked
+          const segment::EventSlotHeader& e = record.header;
+          const char* data = record.bytes;
+          std::string_view name(data, e.key_len);
+          cursor.next_revision = e.revision;
+          if (e.revision < cursor.skip_below) continue;
+          if (prefix ? !name.starts_with(key) : name != key) continue;
+          Event& ev = out.events.emplace_back();
+          ev.type = e.type == segment::kEventPut ? EventType::put : EventType::del;
+          ev.reason = static_cast<DeleteReason>(e.type == segment::kEventPut ? 0 : e.reason);
+          ev.revision = e.revision;
+          ev.kv.key.assign(name);
+          ev.kv.value.assign(data + e.key_len, e.value_len);
+          ev.kv.lease = LeaseId(e.lease_id);
+          ev.kv.create_revision = e.create_revision;
+          ev.kv.mod_revision = e.mod_revision;
+          ev.kv.version = e.version;
+        }
+        cursor.next_index = i;
+        out.more = i < end;
+        if (i == end)
+          cursor.next_revision = std::max(cursor.skip_below, store_.state().revision + 1);
+        if (released || !out.events.empty() || out.more || timeout <= std::chrono::nanoseconds(0))
+          break;
+        // About to sleep: on the owners of what it watches too, so that a
+        // death is heard at once, not when another operation or the janitor
+        // releases the dead's keys (docs/coordination.md, "Watchers and
+        // deaths"). Woken by one, it meets the owner dead here.
+        watched_owners(tx, now, key, prefix, own, out.owners);
+        if (tx.noticed.count == 0) break;
+        release_noticed(tx);
+        released = true;
       }
-      cursor.next_index = i;
-      out.more = i < head;
-      if (i == head)
-        cursor.next_revision = std::max(cursor.skip_below, store_.state().revision + 1);
       if (store_.state().heap_size > 0)
         out.next_expiry =
             static_cast<std::int64_t>(std::min<std::uint64_t>(store_.heap(0).deadline_ns, kNever));
@@ -243,6 +292,10 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
+    bool dead = false;
+    for (std::size_t o = 0; o < batch->owners.count && !dead; ++o)
+      dead = !set.add_owner(batch->owners.words[o]);
+    if (dead) continue;  // an owner died since: look again
     (void)set.wait(until, /*spin=*/false, kNever, wait_slice_ns_);
   }
 }

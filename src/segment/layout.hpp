@@ -408,8 +408,9 @@ struct alignas(kCacheLine) ProcessSlot {
   // Robust, process-shared; both held by the registrant's liveness thread
   // while the registration lives. Their futex words are the liveness words:
   // the kernel writes FUTEX_OWNER_DIED into each when that thread dies, and
-  // wakes one sleeper on each. Every sleeper but the janitor sleeps on
-  // `alive`; the janitor alone on `janitor_alive`. `alive` is locked last,
+  // wakes one sleeper on each. A key's waiters (a lock's queue, an
+  // election's candidates) sleep on `alive`; the janitor and watchers on
+  // `janitor_alive`, off a takeover's path. `alive` is locked last,
   // so the kernel, which walks a dead thread's robust list from the most
   // recently locked, marks it and wakes its sleeper first (docs/owners.md).
   pthread_mutex_t alive;

@@ -259,6 +259,56 @@ BOOST_AUTO_TEST_CASE(a_waiter_wakes_when_the_owner_dies) {
   ::munmap(shared, sizeof(Shared));
 }
 
+// A watcher sleeps on the owners of what it watches (docs/coordination.md,
+// "Watchers and deaths"): the death of a watched key's owner wakes it, and
+// it releases the dead's keys itself and hears their DELETE (owner_died) at
+// once. No janitor runs and no other operation comes, so otherwise it would
+// hear it at the lease's TTL (60 s), or at the look every sleeper takes a
+// second into its wait. For one key, and for a prefix whose other keys are
+// unbound or bound to this process (whose words it never arms).
+BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
+  if (!have_futex_waitv()) return;
+  for (bool prefix : {false, true}) {
+    BOOST_TEST_CONTEXT((prefix ? "a prefix" : "a key")) {
+      const std::string name = zaris::test::unique_segment_name("watchdeath");
+      auto client = Client::create(name, zaris::test::small_segment());
+      BOOST_REQUIRE(client.ok());
+      Shared* shared = shared_memory();
+      BOOST_REQUIRE(client->put("members/a", "unbound").ok());
+      auto own = client->leases().grant(60s, GrantOptions::bound());
+      BOOST_REQUIRE(own.ok());
+      BOOST_REQUIRE(client->put("members/c", "ours", Put::with_lease(*own)).ok());
+      pid_t pid = owner_child(name, {}, shared, "members/b", true);
+      BOOST_REQUIRE(wait_ready(shared));
+      auto watcher = client->watch(prefix ? "members/" : "members/b", zaris::WatchOptions{prefix, 0});
+      BOOST_REQUIRE(watcher.ok());
+      zaris::test::Killed killed{};
+      std::thread killer([&] { killed = kill_once_asleep(pid, ::getpid(), ::getpid()); });
+      auto started = std::chrono::steady_clock::now();
+      auto events = watcher->wait(30s);
+      auto woke = std::chrono::steady_clock::now();
+      killer.join();
+      BOOST_TEST(wait_exit(pid) == 128 + SIGKILL);
+      BOOST_REQUIRE(events.ok());
+      BOOST_REQUIRE(events->size() == 1u);
+      const zaris::Event& e = events->front();
+      BOOST_TEST((e.type == EventType::del));
+      BOOST_TEST((e.reason == DeleteReason::owner_died));
+      BOOST_TEST(e.kv.key == "members/b");
+      BOOST_TEST(killed.sleeper_was_asleep);
+      BOOST_TEST_MESSAGE("heard " << us(woke - killed.at) << " us after the kill");
+      // The kernel's notice, not the look.
+      BOOST_TEST((woke - started < kLookEvery), "heard " << us(woke - started) << " us into its wait");
+      BOOST_TEST(client->info()->processes == 1u);  // ours alone
+      BOOST_TEST(client->get("members/c")->has_value());
+      BOOST_TEST(client->check()->empty());
+      client = Client::open(name);  // closes the first client
+      (void)Client::destroy(name);
+      ::munmap(shared, sizeof(Shared));
+    }
+  }
+}
+
 // A sleeper woken by the kernel at the death of its key's owner returns at
 // once, without taking the segment lock for another look: the key is gone,
 // and the caller's next operation on it releases it, in the same step as
