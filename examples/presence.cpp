@@ -20,7 +20,7 @@ using example::must;
 
 namespace {
 
-constexpr auto kTtl = 300ms;
+constexpr auto kTtl = 2s;
 
 // One member (a process of its own): up until killed, or (member-2) until
 // member-1 has gone.
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   auto client = must(zaris::Client::open(place.address), "open");
   auto watcher = must(client.watch("presence/", {true, 0}), "watch");
   std::printf("zaris presence: 3 members, session TTL %lld ms\n",
-              static_cast<long long>(kTtl.count()));
+              static_cast<long long>(std::chrono::milliseconds(kTtl).count()));
 
   std::vector<pid_t> members;
   for (int i = 1; i <= 3; ++i) {

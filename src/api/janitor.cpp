@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -32,6 +33,11 @@ constexpr std::int64_t kFallbackSliceNs = 10'000'000;
 // the dead held: the janitor lets them go first, then releases the rest
 // (docs/owners.md).
 constexpr std::int64_t kDeathHeadStartNs = 500'000;
+// Every thread looks at least this often, as every sleeper does: the kernel
+// wakes one sleeper on a dead owner's `janitor_alive`, and that may be a
+// watcher (docs/coordination.md, "Watchers and deaths") that dies before it
+// relays the wake-up to the janitor.
+constexpr std::int64_t kLookEveryNs = 1'000'000'000;
 
 std::int64_t real_now() {
   return MonotonicClock().now_ns();
@@ -132,7 +138,8 @@ class Janitor::Impl {
         }
       }
       if (dead_seen) continue;
-      const std::int64_t until = index == 0 ? pass->next_deadline : Engine::kNever;
+      const std::int64_t until =
+          std::min(index == 0 ? pass->next_deadline : Engine::kNever, real_now() + kLookEveryNs);
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
       if (died || set.changed(registry)) {

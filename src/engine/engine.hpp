@@ -275,22 +275,25 @@ class Engine {
   // After an operation: acts on a dead owner it met, and wakes the janitor if
   // the next expiry came earlier than it planned.
   void epilogue(Op& tx);
-  // This client's registration as {slot, generation} if this process made it
-  // (kNone: none): a sleeper never arms its own registration's words, since
-  // the kernel wakes one waiter at a death and a thread of the dying process
-  // must not be the one.
-  std::pair<std::uint32_t, std::uint32_t> own_registration();
+  // The liveness word a sleeper arms for the owner of `lease` (`alive`, or
+  // `janitor_alive` for a watcher), or null: the lease is not bound, or its
+  // owner is a registration of this process. A sleeper never arms those: the
+  // kernel wakes one waiter at a death, and a thread of the dying process
+  // must not be the one, or the others are not woken.
+  std::uint32_t* owner_futex(const LeaseSlot& lease, bool watcher) const;
   // The owners a watcher sleeps on (docs/coordination.md, "Watchers and
-  // deaths"): the janitor liveness words of the live owners of the bound
-  // leases of the watched key, or of the first kWatchedOwnerKeys keys under
-  // the prefix, not `own`'s; a dead one met is noticed in `tx`.
-  static constexpr std::size_t kWatchedOwnerKeys = 16;
+  // deaths"): those of the bound leases of the watched key, or of the keys
+  // under the prefix, up to kWatchedOwners of them and looking at most at
+  // kWatchedOwnerSlots key slots, as owner_futex() gives them; a dead one
+  // met is noticed in `tx`.
+  static constexpr std::size_t kWatchedOwners = 16;
+  static constexpr std::size_t kWatchedOwnerSlots = 64;
   struct WatchedOwners {
-    std::uint32_t* words[kWatchedOwnerKeys];
+    std::uint32_t* words[kWatchedOwners];
     std::size_t count = 0;
   };
   void watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
-                      std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out);
+                      WatchedOwners& out);
   // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
   struct Started;  // the liveness thread's report of its registration
   void liveness_main(std::shared_ptr<Started> started);

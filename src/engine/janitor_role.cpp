@@ -101,7 +101,7 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
         pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
       } else if (i != mine) {
-        pass.owners.push_back({reinterpret_cast<std::uint32_t*>(&p.janitor_alive), i});
+        pass.owners.push_back({janitor_liveness_futex(p), i});
       }
     }
     std::uint32_t keys = kJanitorKeyBudget;

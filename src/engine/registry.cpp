@@ -13,12 +13,20 @@ static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0);
 #error "the liveness word is glibc's pthread_mutex_t.__data.__lock"
 #endif
 
+std::uint32_t* liveness_futex(ProcessSlot& p) noexcept {
+  return reinterpret_cast<std::uint32_t*>(&p.alive);
+}
+
+std::uint32_t* janitor_liveness_futex(ProcessSlot& p) noexcept {
+  return reinterpret_cast<std::uint32_t*>(&p.janitor_alive);
+}
+
 std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
-  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.alive));
+  return std::atomic_ref<std::uint32_t>(*liveness_futex(p));
 }
 
 std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept {
-  return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(&p.janitor_alive));
+  return std::atomic_ref<std::uint32_t>(*janitor_liveness_futex(p));
 }
 
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {

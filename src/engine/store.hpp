@@ -406,7 +406,10 @@ class Store {
 };
 
 // The futex words of a registration's liveness mutexes (glibc's `__lock`):
-// the one every sleeper but the janitor sleeps on, and the janitor's.
+// the one a key's waiters sleep on (`alive`), and the one the janitor and
+// watchers sleep on (`janitor_alive`).
+std::uint32_t* liveness_futex(ProcessSlot& p) noexcept;
+std::uint32_t* janitor_liveness_futex(ProcessSlot& p) noexcept;
 std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
 std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept;
 // Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a

@@ -96,6 +96,12 @@ bool WaitSet::add_owner(std::uint32_t* liveness_word) {
   return true;
 }
 
+bool WaitSet::add_owners(std::span<std::uint32_t* const> liveness_words) {
+  for (std::uint32_t* word : liveness_words)
+    if (!add_owner(word)) return false;
+  return true;
+}
+
 void WaitSet::add_word(std::uint32_t* word, std::uint32_t expected) {
   if (full()) std::abort();
   words_[count_] = {word, expected};

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "segment/futex.hpp"
 #include "segment/layout.hpp"
@@ -43,6 +44,9 @@ class WaitSet {
   // Arms a live owner's liveness word, so that its death wakes the sleep;
   // false if it is dead already (nothing is added).
   bool add_owner(std::uint32_t* liveness_word);
+  // add_owner() of each; false as soon as one is dead (the others after it
+  // are not added: the caller looks again).
+  bool add_owners(std::span<std::uint32_t* const> liveness_words);
   // Any other word, e.g. a stop flag: the sleep ends when it is not `expected`.
   void add_word(std::uint32_t* word, std::uint32_t expected);
   bool full() const { return count_ == segment::kFutexWaitMax; }

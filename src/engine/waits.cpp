@@ -44,41 +44,42 @@ std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake
   return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
 }
 
-std::pair<std::uint32_t, std::uint32_t> Engine::own_registration() {
-  std::lock_guard guard(registration_mutex_);
-  if (liveness_ && reg_pid_ == segment::self_pid()) return {reg_slot_, reg_generation_};
-  return {kNone, 0};
+std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher) const {
+  if ((l.flags & segment::kLeaseBound) == 0) return nullptr;
+  ProcessSlot& p = store_.process(l.owner);
+  // Any registration of this process, not only this client's: another
+  // client of it dies with it.
+  if (p.pid == static_cast<std::uint32_t>(segment::self_pid()) &&
+      p.start_time == segment::self_start_time())
+    return nullptr;
+  return watcher ? janitor_liveness_futex(p) : liveness_futex(p);
 }
 
 void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
-                            std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out) {
+                            WatchedOwners& out) {
   out.count = 0;
-  auto note = [&](std::uint32_t, KeySlotHeader& k) {
+  // Whether to look further.
+  auto note = [&](const KeySlotHeader& k) {
     // A key whose lease ended is not looked at further; one whose owner
     // died is noticed here, and released by the caller.
     if (!store_.key_visible(k, now, tx.noticed) || k.lease_id == 0) return true;
-    const LeaseSlot& l = store_.lease(store_.lease_slot_of(k.lease_id));
-    if ((l.flags & segment::kLeaseBound) == 0 ||
-        (l.owner == own.first && l.owner_generation == own.second))
-      return true;
-    auto* word = reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).janitor_alive);
+    std::uint32_t* word = owner_futex(store_.lease(store_.lease_slot_of(k.lease_id)), true);
+    if (word == nullptr) return true;
     if (std::find(out.words, out.words + out.count, word) == out.words + out.count)
       out.words[out.count++] = word;
-    return true;
+    return out.count < kWatchedOwners;
   };
   if (!prefix) {
     const Store::Probe probe = store_.find(key);
-    if (probe.slot != kNone) note(probe.slot, store_.key(probe.slot));
+    if (probe.slot != kNone) note(store_.key(probe.slot));
     return;
   }
+  // Slots of deleted keys count too, up to a bound: the walk under the lock
+  // stays short whatever the prefix holds.
   std::size_t looked = 0;
-  store_.for_each_under(
-      key,
-      [&](std::uint32_t slot, KeySlotHeader& k) {
-        note(slot, k);
-        return ++looked < kWatchedOwnerKeys;
-      },
-      kNone, Store::Walk::vouched);
+  store_.for_each_under(key, [&](std::uint32_t, KeySlotHeader& k) {
+    return note(k) && ++looked < kWatchedOwnerSlots;
+  });
 }
 
 Result<bool> Engine::wait_for_change(std::string_view key, std::uint64_t seen_mod_revision,
@@ -97,8 +98,6 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   // Each key present sleeps on its slot's wake word, each key absent on its
   // channel (docs/coordination.md, "Channels"), both marked under the lock;
   // and on the liveness word of each bound lease's owner: a death wakes us too.
-  // Never our own registration's word (own_registration()).
-  const auto [own, own_generation] = own_registration();
   struct Seen {
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
@@ -134,10 +133,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
         if (d < kDeadlineStates)
           out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
-        if ((l.flags & segment::kLeaseBound) != 0 &&
-            !(l.owner == own && l.owner_generation == own_generation))
-          out.owners[out.owner_count++] =
-              reinterpret_cast<std::uint32_t*>(&store_.process(l.owner).alive);
+        if (std::uint32_t* word = owner_futex(l, false)) out.owners[out.owner_count++] = word;
       }
       return out;
     });
@@ -147,10 +143,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     if (seen->deadline != kNever) until = std::min(until, real_deadline(seen->deadline, seen->now));
     if (real_now() >= give_up) return false;
     // Sleep on every channel and every owner's liveness word at once.
-    bool dead = false;
-    for (std::size_t o = 0; o < seen->owner_count && !dead; ++o)
-      dead = !set.add_owner(seen->owners[o]);
-    if (dead) continue;  // an owner died since: look again
+    if (!set.add_owners({seen->owners, seen->owner_count})) continue;  // one died since: look again
     // A lock changes hands in a few microseconds, and with one waiter the
     // change it waits for often comes as fast: then it spins that long
     // before paying for a sleep and a wake-up. With many queued, all but the
@@ -190,7 +183,6 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     bool more;  // events are left to scan
     WatchedOwners owners;  // whose deaths end the sleep
   };
-  const auto own = own_registration();
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);
@@ -270,13 +262,12 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         out.more = i < end;
         if (i == end)
           cursor.next_revision = std::max(cursor.skip_below, store_.state().revision + 1);
-        if (released || !out.events.empty() || out.more || timeout <= std::chrono::nanoseconds(0))
-          break;
+        if (released || !out.events.empty() || out.more || real_now() >= give_up) break;
         // About to sleep: on the owners of what it watches too, so that a
         // death is heard at once, not when another operation or the janitor
         // releases the dead's keys (docs/coordination.md, "Watchers and
         // deaths"). Woken by one, it meets the owner dead here.
-        watched_owners(tx, now, key, prefix, own, out.owners);
+        watched_owners(tx, now, key, prefix, out.owners);
         if (tx.noticed.count == 0) break;
         release_noticed(tx);
         released = true;
@@ -292,10 +283,8 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (batch->next_expiry != kNever)
       until = std::min(until, real_deadline(batch->next_expiry, batch->now));
-    bool dead = false;
-    for (std::size_t o = 0; o < batch->owners.count && !dead; ++o)
-      dead = !set.add_owner(batch->owners.words[o]);
-    if (dead) continue;  // an owner died since: look again
+    if (!set.add_owners({batch->owners.words, batch->owners.count}))
+      continue;  // one died since: look again
     (void)set.wait(until, /*spin=*/false, kNever, wait_slice_ns_);
   }
 }
