@@ -33,10 +33,11 @@ constexpr std::int64_t kFallbackSliceNs = 10'000'000;
 // the dead held: the janitor lets them go first, then releases the rest
 // (docs/owners.md).
 constexpr std::int64_t kDeathHeadStartNs = 500'000;
-// Every thread looks at least this often, as every sleeper does: the kernel
-// wakes one sleeper on a dead owner's `janitor_alive`, and that may be a
-// watcher (docs/coordination.md, "Watchers and deaths") that dies before it
-// relays the wake-up to the janitor.
+// The first thread looks at least this often, as every sleeper does: the
+// kernel wakes one sleeper on a dead owner's `janitor_alive`, and that may
+// be a watcher (docs/coordination.md, "Watchers and deaths") that dies
+// before it relays the wake-up to the janitor. Its pass looks at every
+// registration, so the others need no look of their own.
 constexpr std::int64_t kLookEveryNs = 1'000'000'000;
 
 std::int64_t real_now() {
@@ -139,7 +140,7 @@ class Janitor::Impl {
       }
       if (dead_seen) continue;
       const std::int64_t until =
-          std::min(index == 0 ? pass->next_deadline : Engine::kNever, real_now() + kLookEveryNs);
+          index == 0 ? std::min(pass->next_deadline, real_now() + kLookEveryNs) : Engine::kNever;
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
       if (died || set.changed(registry)) {

@@ -100,7 +100,9 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
       if (!store_.process_alive(p)) {
         pass.died.push_back(static_cast<std::int32_t>(p.pid));
         mark_dying(tx, i);
-      } else if (i != mine) {
+      } else if (i != mine && !store_.of_this_process(p)) {
+        // (Not a registration of its own process, as no sleeper arms one:
+        // the kernel's one wake-up must not go to a thread that dies too.)
         pass.owners.push_back({janitor_liveness_futex(p), i});
       }
     }
@@ -145,8 +147,9 @@ Result<Engine::JanitorPass> Engine::janitor_pass() {
     if (next < static_cast<std::uint64_t>(kNever))
       pass.next_deadline = real_deadline(static_cast<std::int64_t>(next), now);
     // An injected clock moves without any futex seeing it: look every slice.
-    // On the real clock no periodic look is needed: its channels are woken
-    // under the lock (wake_janitor_now).
+    // On the real clock once a second (src/api/janitor.cpp), for a death
+    // whose wake-up a watcher took and never passed on: its channels are
+    // woken under the lock (wake_janitor_now).
     if (clock_) pass.next_deadline = std::min(pass.next_deadline, liveness_deadline());
     return pass;
   });

@@ -1,8 +1,13 @@
 // The process registry's read side: who is alive (docs/owners.md).
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <string>
 
 #include "engine/store.hpp"
+#include "segment/process.hpp"
 
 namespace zaris::engine {
 
@@ -56,6 +61,14 @@ bool Store::process_alive(const ProcessSlot& p) const noexcept {
   auto& slot = const_cast<ProcessSlot&>(p);
   return liveness_alive(liveness_word(slot).load(std::memory_order_acquire)) &&
          liveness_alive(janitor_liveness_word(slot).load(std::memory_order_acquire));
+}
+
+bool Store::of_this_process(ProcessSlot& p) const noexcept {
+  const int self = segment::self_pid();
+  if (p.pid != static_cast<std::uint32_t>(self) || p.start_time != segment::self_start_time())
+    return false;
+  const std::uint32_t tid = liveness_word(p).load(std::memory_order_acquire) & 0x3fffffffu;
+  return tid != 0 && ::syscall(SYS_tgkill, self, static_cast<pid_t>(tid), 0) == 0;
 }
 
 bool Store::owner_alive(const LeaseSlot& l) const noexcept {

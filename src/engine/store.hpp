@@ -152,6 +152,10 @@ class Store {
   ProcessSlot& process(std::uint32_t slot) const;
   // Whether the registration in `p` is live and its liveness thread has not died.
   bool process_alive(const ProcessSlot& p) const noexcept;
+  // Whether the registration in `p` is one of this process's: its pid and
+  // start time are ours, and its liveness word names a thread of ours (a
+  // process of another pid namespace may share the first two).
+  bool of_this_process(ProcessSlot& p) const noexcept;
   // Whether a bound lease's owner lives (true for an unbound lease). Never
   // throws, and reads the owner fields once: keep_alive calls it without the
   // lock, where they may be changing (the {id, deadline} CAS decides then).

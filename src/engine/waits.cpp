@@ -48,10 +48,9 @@ std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher) const {
   if ((l.flags & segment::kLeaseBound) == 0) return nullptr;
   ProcessSlot& p = store_.process(l.owner);
   // Any registration of this process, not only this client's: another
-  // client of it dies with it.
-  if (p.pid == static_cast<std::uint32_t>(segment::self_pid()) &&
-      p.start_time == segment::self_start_time())
-    return nullptr;
+  // client of it dies with it (or, if its liveness thread ever ends holding
+  // its mutexes, is found dead at a look a second later).
+  if (store_.of_this_process(p)) return nullptr;
   return watcher ? janitor_liveness_futex(p) : liveness_futex(p);
 }
 

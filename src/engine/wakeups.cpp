@@ -22,8 +22,8 @@ void Engine::bump(Op& tx, segment::Channel& channel, bool& noted) {
 
 void Engine::wake_janitor_now(segment::Channel& channel) {
   // The janitor's channels are woken before the lock is released, not after:
-  // a waker killed in between would leave it asleep (it has no periodic look
-  // on the real clock), while a waker killed holding the lock is repaired by
+  // a waker killed in between would leave it asleep until its look, a second
+  // later, while a waker killed holding the lock is repaired by
   // the next locker, whose repair wakes these two before it unlocks. They
   // change rarely.
   if (channel.sleepers.load(std::memory_order_seq_cst) == 0) return;
@@ -73,7 +73,7 @@ void Engine::note_all(Op& tx) {
   }
   bump(tx, channels_->events, w.events);
   // The janitor's two, now, under the lock, as wake_janitor_now() wakes them,
-  // and whatever their counts say: it has no periodic look to fall back on.
+  // and whatever their counts say: its look comes a second later at most.
   for (segment::Channel* channel : {&channels_->registry, &channels_->janitor}) {
     channel->seq.fetch_add(1, std::memory_order_seq_cst);
     segment::futex_wake_all(channel->seq);

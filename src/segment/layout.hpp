@@ -416,7 +416,7 @@ struct alignas(kCacheLine) ProcessSlot {
   pthread_mutex_t alive;
   std::uint32_t generation;  // bumped at every claim
   std::uint32_t state;       // kProcessFree / kProcessLive / kProcessDying
-  std::uint32_t pid;         // in the registrant's pid namespace; for display
+  std::uint32_t pid;         // in the registrant's pid namespace; for display, and Store::of_this_process
   std::uint32_t flags;       // kProcessJanitor
   std::uint64_t start_time;  // the registrant's start time (clock ticks since boot)
   std::uint32_t lease_head;  // first bound lease, or kNone

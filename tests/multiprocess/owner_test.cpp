@@ -434,7 +434,7 @@ BOOST_AUTO_TEST_CASE(a_lock_passes_on_when_its_holder_is_killed) {
 
 // The holder also waits for another lock in another thread, asleep on its
 // own key: the kernel's one wake-up at its death must not go to that dying
-// thread (a waiter never sleeps on its own registration's word).
+// thread (a waiter never sleeps on the words of its own process's registrations).
 BOOST_AUTO_TEST_CASE(a_holder_that_also_waits_passes_its_lock_on_at_death) {
   if (!have_futex_waitv()) return;
   const std::string name = zaris::test::unique_segment_name("ownwake");
