@@ -242,35 +242,55 @@ BOOST_AUTO_TEST_CASE(status_of_three_members_names_one_leader_and_a_stopped_memb
   std::string address = "etcd://";
   for (std::size_t i = 0; i < 3; ++i) address += (i ? "," : "") + cluster.endpoint(i);
   address += "/three";
-  const std::size_t leader = cluster.leader();
+  cluster.leader();  // one is elected
 
-  auto o = run({"-s", address, "status", "-w", "json"});
-  BOOST_TEST(o.status == 0, o.err);
-  json s = json::parse(o.out);
-  BOOST_REQUIRE(s["members"].size() == 3u);
+  // Leadership can move at any time (the members' election timeout is
+  // 100 ms, short on a loaded machine): the status is read again until it
+  // names one leader, and that reading is checked.
+  json s;
+  std::size_t leader = 3;  // 3: none; 4: more than one
+  for (const auto give_up = std::chrono::steady_clock::now() + 30s;;) {
+    auto o = run({"-s", address, "status", "-w", "json"});
+    BOOST_REQUIRE_MESSAGE(o.status == 0, o.err);
+    s = json::parse(o.out);
+    BOOST_REQUIRE(s["members"].size() == 3u);
+    leader = 3;
+    for (std::size_t i = 0; i < 3; ++i)
+      if (s["members"][i]["leader"] == true) leader = leader == 3 ? i : 4;
+    if (leader < 3 || std::chrono::steady_clock::now() > give_up) break;
+  }
+  BOOST_REQUIRE_MESSAGE(leader < 3, "no status named one leader: " << s.dump());
   std::set<std::string> ids;
   for (std::size_t i = 0; i < 3; ++i) {
     const json& m = s["members"][i];
     BOOST_TEST(m["endpoint"] == cluster.endpoint(i));
     BOOST_TEST(m["reachable"] == true);
-    BOOST_TEST(m["leader"] == (i == leader));
     ids.insert(m["id"].get<std::string>());
   }
   BOOST_TEST(ids.size() == 3u);
   BOOST_TEST(s["leader"] == s["members"][leader]["id"]);
 
-  // A member that is down is shown so; the others still answer.
+  // A member that is down is shown so; the others still answer, each status
+  // in time, and one of them leads (once the two have a leader again, if
+  // leadership moved meanwhile).
   const std::size_t follower = (leader + 1) % 3;
   cluster.kill(follower);
-  const auto start = std::chrono::steady_clock::now();
-  auto partial = run({"-s", address, "status"});
-  const auto took = std::chrono::steady_clock::now() - start;
-  BOOST_TEST(partial.status == 0, partial.err);
-  BOOST_TEST((took < 6500ms));
-  BOOST_TEST(partial.out.find("member at " + cluster.endpoint(follower) + ": unreachable: ") !=
-                 std::string::npos,
-             partial.out);
-  BOOST_TEST(partial.out.find(": leader, version 3.") != std::string::npos, partial.out);
+  bool led = false;
+  for (const auto give_up = std::chrono::steady_clock::now() + 30s; !led;) {
+    const auto start = std::chrono::steady_clock::now();
+    auto partial = run({"-s", address, "status"});
+    const auto took = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(partial.status == 0, partial.err);
+    BOOST_TEST((took < 6500ms));
+    BOOST_TEST(partial.out.find("member at " + cluster.endpoint(follower) + ": unreachable: ") !=
+                   std::string::npos,
+               partial.out);
+    led = partial.out.find(": leader, version 3.") != std::string::npos;
+    if (!led && std::chrono::steady_clock::now() > give_up) {
+      BOOST_TEST(led, partial.out);
+      break;
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(commands_for_shared_memory_are_refused_on_etcd) {
