@@ -275,11 +275,12 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
       BOOST_REQUIRE(client.ok());
       Shared* shared = shared_memory();
       BOOST_REQUIRE(client->put("members/a", "unbound").ok());
+      // Forked before this process starts a thread (its registration's).
+      pid_t pid = owner_child(name, {}, shared, "members/b", true);
+      BOOST_REQUIRE(wait_ready(shared));
       auto own = client->leases().grant(60s, GrantOptions::bound());
       BOOST_REQUIRE(own.ok());
       BOOST_REQUIRE(client->put("members/c", "ours", Put::with_lease(*own)).ok());
-      pid_t pid = owner_child(name, {}, shared, "members/b", true);
-      BOOST_REQUIRE(wait_ready(shared));
       auto watcher = client->watch(prefix ? "members/" : "members/b", zaris::WatchOptions{prefix, 0});
       BOOST_REQUIRE(watcher.ok());
       zaris::test::Killed killed{};
