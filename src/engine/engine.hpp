@@ -280,7 +280,11 @@ class Engine {
   // owner is a registration of this process. A sleeper never arms those: the
   // kernel wakes one waiter at a death, and a thread of the dying process
   // must not be the one, or the others are not woken.
-  std::uint32_t* owner_futex(const LeaseSlot& lease, bool watcher) const;
+  // `own`: this client's registration {slot, generation} (own_registration()),
+  // told apart without Store::of_this_process's system call.
+  std::uint32_t* owner_futex(const LeaseSlot& lease, bool watcher,
+                             std::pair<std::uint32_t, std::uint32_t> own) const;
+  std::pair<std::uint32_t, std::uint32_t> own_registration();
   // The owners a watcher sleeps on (docs/coordination.md, "Watchers and
   // deaths"): those of the bound leases of the watched key, or of the keys
   // under the prefix, up to kWatchedOwners of them and looking at most at
@@ -293,7 +297,7 @@ class Engine {
     std::size_t count = 0;
   };
   void watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
-                      WatchedOwners& out);
+                      std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out);
   // The liveness thread: registers, holds the liveness mutex, deregisters at stop.
   struct Started;  // the liveness thread's report of its registration
   void liveness_main(std::shared_ptr<Started> started);

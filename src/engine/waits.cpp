@@ -44,8 +44,16 @@ std::int64_t Engine::real_deadline(std::int64_t fake_deadline, std::int64_t fake
   return segment::deadline_after(real_now(), std::chrono::nanoseconds(ahead));
 }
 
-std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher) const {
+std::pair<std::uint32_t, std::uint32_t> Engine::own_registration() {
+  std::lock_guard guard(registration_mutex_);
+  if (liveness_ && reg_pid_ == segment::self_pid()) return {reg_slot_, reg_generation_};
+  return {kNone, 0};
+}
+
+std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher,
+                                   std::pair<std::uint32_t, std::uint32_t> own) const {
   if ((l.flags & segment::kLeaseBound) == 0) return nullptr;
+  if (l.owner == own.first && l.owner_generation == own.second) return nullptr;
   ProcessSlot& p = store_.process(l.owner);
   // Any registration of this process, not only this client's: another
   // client of it dies with it (or, if its liveness thread ever ends holding
@@ -55,14 +63,14 @@ std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher) const {
 }
 
 void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
-                            WatchedOwners& out) {
+                            std::pair<std::uint32_t, std::uint32_t> own, WatchedOwners& out) {
   out.count = 0;
   // Whether to look further.
   auto note = [&](const KeySlotHeader& k) {
     // A key whose lease ended is not looked at further; one whose owner
     // died is noticed here, and released by the caller.
     if (!store_.key_visible(k, now, tx.noticed) || k.lease_id == 0) return true;
-    std::uint32_t* word = owner_futex(store_.lease(store_.lease_slot_of(k.lease_id)), true);
+    std::uint32_t* word = owner_futex(store_.lease(store_.lease_slot_of(k.lease_id)), true, own);
     if (word == nullptr) return true;
     if (std::find(out.words, out.words + out.count, word) == out.words + out.count)
       out.words[out.count++] = word;
@@ -97,6 +105,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
   // Each key present sleeps on its slot's wake word, each key absent on its
   // channel (docs/coordination.md, "Channels"), both marked under the lock;
   // and on the liveness word of each bound lease's owner: a death wakes us too.
+  const auto own = own_registration();
   struct Seen {
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
@@ -132,7 +141,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
         if (d < kDeadlineStates)
           out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
-        if (std::uint32_t* word = owner_futex(l, false)) out.owners[out.owner_count++] = word;
+        if (std::uint32_t* word = owner_futex(l, false, own)) out.owners[out.owner_count++] = word;
       }
       return out;
     });
@@ -182,6 +191,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
     bool more;  // events are left to scan
     WatchedOwners owners;  // whose deaths end the sleep
   };
+  const auto own = own_registration();
   for (;;) {
     WaitSet set;
     set.add_channel(channels_->events);
@@ -266,7 +276,7 @@ Result<std::vector<Event>> Engine::read_events(std::string_view key, bool prefix
         // death is heard at once, not when another operation or the janitor
         // releases the dead's keys (docs/coordination.md, "Watchers and
         // deaths"). Woken by one, it meets the owner dead here.
-        watched_owners(tx, now, key, prefix, out.owners);
+        watched_owners(tx, now, key, prefix, own, out.owners);
         if (tx.noticed.count == 0) break;
         release_noticed(tx);
         released = true;
