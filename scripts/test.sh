@@ -60,12 +60,22 @@ run_configuration() {
   local status=0
   # No test may hang CI: each is stopped after 7 minutes (the crash-point
   # sweeps, CPU-bound for many minutes on a loaded machine, after an hour).
-  # The two shares of the crash-point sweeps run side by side, one per core;
-  # then every other test alone, as the wake-up and failover tests time.
+  # Three passes:
+  #  - the two shares of the crash-point sweeps and the CLI tests (label cli:
+  #    zarisctl started some hundreds of times), a core's work each with no
+  #    timing of their own, side by side;
+  #  - the tests of the etcd backend (label etcd), three at a time: they
+  #    spend their time waiting on etcd members of their own (on ports the
+  #    kernel chose), a tenth of a core each;
+  #  - every other test alone, as the wake-up and failover tests time.
   # A pass that finds no test fails: a label that matched nothing would
-  # otherwise drop the sweeps in silence. (The fuzz tree has no crash tests.)
-  local passes=("-LE ^crash$")
-  [ "$name" = fuzz ] || passes=("-L ^crash$ -j2" "${passes[@]}")
+  # otherwise drop the sweeps in silence. (The fuzz tree has no crash or CLI
+  # tests, a tree without the etcd backend no etcd tests.)
+  local passes=("-LE ^(crash|cli|etcd)$")
+  if grep -q '^ZARIS_ETCD:BOOL=ON$' "$dir/CMakeCache.txt"; then
+    passes=("-L ^etcd$ -j3" "${passes[@]}")
+  fi
+  [ "$name" = fuzz ] || passes=("-L ^(crash|cli)$ -j2" "${passes[@]}")
   local pass
   for pass in "${passes[@]}"; do
     # shellcheck disable=SC2086  # the label and job options
