@@ -9,6 +9,8 @@
 //   BM_LockWake          time from unlock to the blocked waiter holding the lock
 //   BM_WatchWake         time from a put to a blocked watcher returning it
 //   BM_FutexWake         peer: time from a bare FUTEX_WAKE to the sleeper running
+//   BM_PutAmongPrefixWatchers/N  a put outside a prefix that N sleeping
+//                        watchers watch: its time, and the watchers' CPU for it
 //   BM_ExpiryWake        time from a lease's deadline to a waiter on its key waking
 //   BM_JanitorExpiry     time from a lease's deadline to the janitor having reaped it,
 //                        with nobody else touching it
@@ -572,6 +574,113 @@ void BM_WatchWake(benchmark::State& state) {
   }
 }
 
+// N processes watch a prefix whose 64 keys (as many key slots as a watcher's
+// walk reads) are bound to a lease of another live process, and sleep; this one puts a key outside the prefix, one put
+// every 500 us. Each put is an event, which wakes every watcher (there is
+// one event channel): each takes the segment lock, finds nothing for it,
+// and sleeps again on the channel and on the owners of what it watches
+// (docs/coordination.md, "Watchers and deaths"). Manual time is the put's;
+// `watcher_cpu_ns_per_put` is the CPU all the watchers spent on it, what a
+// busy segment costs in watchers that have nothing to hear.
+void BM_PutAmongPrefixWatchers(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  zaris::SegmentOptions options;
+  options.max_leases = 64;
+  options.max_keys = 256;
+  options.max_key_bytes = 64;
+  options.max_value_bytes = 64;
+  options.max_processes = 64;
+  const std::string name = "zaris-bench-" + std::to_string(::getpid()) + "-prefixwatch";
+  {
+    // Closed before the helpers fork: from a process of one thread.
+    auto created = zaris::Client::create(name, options);
+    if (!created) return state.SkipWithError(created.error().message.c_str());
+  }
+  Queue* queue = queue_memory();
+  std::vector<pid_t> pids;
+  auto stop_all = [&] {
+    queue->stop.store(true);
+    for (pid_t pid : pids) {
+      if (pid <= 0) continue;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    ::munmap(queue, sizeof(Queue));
+    (void)zaris::Client::destroy(name);
+  };
+  pids.push_back(helper([&] {
+    auto client = zaris::Client::open(name);
+    if (!client) return 1;
+    auto lease = client->leases().grant(600s, zaris::GrantOptions::bound());
+    if (!lease) return 2;
+    for (int i = 0; i < 64; ++i) {
+      char key[32];
+      std::snprintf(key, sizeof(key), "members/%02d", i);
+      if (!client->put(key, "here", zaris::Put::with_lease(*lease))) return 3;
+    }
+    queue->ready.fetch_add(1);
+    while (!queue->stop.load()) ::pause();
+    return 0;
+  }));
+  // Every helper started, or a bounded wait: never a hang.
+  const std::int64_t give_up = now_ns() + 60'000'000'000;
+  auto all_ready = [&](int count) {
+    while (queue->ready.load() < count) {
+      if (now_ns() > give_up) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  };
+  // The keys in place before any watcher starts: they hear nothing after.
+  if (!all_ready(1)) {
+    stop_all();
+    return state.SkipWithError("the owner never started");
+  }
+  for (int i = 0; i < n; ++i) {
+    pids.push_back(helper([&] {
+      auto client = zaris::Client::open(name);
+      if (!client) return 1;
+      auto watcher = client->watch("members/", zaris::WatchOptions{true, 0});
+      if (!watcher) return 2;
+      queue->ready.fetch_add(1);
+      while (!queue->stop.load()) {
+        auto events = watcher->wait(1s);
+        if (!events || !events->empty()) return 3;  // nothing under the prefix changes
+      }
+      return 0;
+    }));
+  }
+  if (!all_ready(n + 1)) {
+    stop_all();
+    return state.SkipWithError("the watchers never all started");
+  }
+  const std::vector<pid_t> watchers(pids.begin() + 1, pids.end());
+  [&] {
+    auto client = zaris::Client::open(name);
+    if (!client) return state.SkipWithError(client.error().message.c_str());
+    std::this_thread::sleep_for(50ms);  // the watchers asleep
+    const Usage before = usage_of(watchers);
+    std::int64_t puts = 0;
+    for (auto _ : state) {
+      const std::int64_t t0 = now_ns();
+      if (!client->put("elsewhere", "v")) return state.SkipWithError("put");
+      state.SetIterationTime(static_cast<double>(now_ns() - t0) / 1e9);
+      ++puts;
+      std::this_thread::sleep_for(500us);  // the watchers back asleep
+    }
+    const Usage after = usage_of(watchers);
+    for (pid_t& pid : pids) {
+      if (::waitpid(pid, nullptr, WNOHANG) == pid) {
+        pid = 0;  // reaped: its pid is no longer ours
+        return state.SkipWithError("a helper ended");
+      }
+    }
+    state.counters["watcher_cpu_ns_per_put"] =
+        puts > 0 ? (after.cpu_ns - before.cpu_ns) / static_cast<double>(puts) : 0;
+  }();
+  stop_all();
+}
+
 void BM_ExpiryWake(benchmark::State& state) {
   Scratch scratch("expirywake");
   zaris::Client& client = *scratch.client;
@@ -713,6 +822,12 @@ BENCHMARK(BM_FlockHandoff)->MinTime(1.0);
 BENCHMARK(BM_LockWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_WatchWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FutexWake)->UseManualTime()->Iterations(300)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PutAmongPrefixWatchers)
+    ->Arg(1)
+    ->Arg(16)
+    ->UseManualTime()
+    ->Iterations(1000)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ExpiryWake)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JanitorExpiry)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_JanitorIdle)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);

@@ -310,6 +310,89 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
   }
 }
 
+// A watcher keeps the owners it found for its next sleeps while nothing it
+// watches changes (docs/coordination.md, "Watchers and deaths"). An owner
+// whose key comes under the prefix while it watches is one it sleeps on
+// from its next wait: here owner B's key comes during the first wait, then
+// events elsewhere wake the watcher again and again (the owners it keeps
+// serve), and B's death is heard at once. Had it kept the owners of its
+// first walk (A's alone), it would hear B's death only at its look, a
+// second into the wait.
+BOOST_AUTO_TEST_CASE(a_watcher_hears_the_death_of_an_owner_that_came_while_it_watched) {
+  if (!have_futex_waitv()) return;
+  const std::string name = zaris::test::unique_segment_name("watchnewowner");
+  auto client = Client::create(name, zaris::test::small_segment());
+  BOOST_REQUIRE(client.ok());
+  Shared* shared = shared_memory();
+  // Both forked before this process starts a thread.
+  pid_t a = owner_child(name, {}, shared, "members/a", true);
+  BOOST_REQUIRE(wait_ready(shared));
+  pid_t b = zaris::test::fork_child([&] {
+    auto own = Client::open(name);
+    if (!own) return 1;
+    auto lease = own->leases().grant(60s, GrantOptions::bound());
+    if (!lease) return 2;
+    shared->ready.store(2);
+    // Told to go once the watcher sleeps.
+    while (shared->ready.load() != 3) std::this_thread::sleep_for(1ms);
+    if (!own->put("members/b", "held", Put::with_lease(*lease))) return 3;
+    for (;;) ::pause();
+  });
+  BOOST_REQUIRE(wait_ready(shared, 2));
+  auto watcher = client->watch("members/", zaris::WatchOptions{true, 0});
+  BOOST_REQUIRE(watcher.ok());
+
+  std::thread go([&] {
+    zaris::test::wait_until_asleep(::getpid(), ::getpid());
+    shared->ready.store(3);
+  });
+  auto came = watcher->wait(30s);
+  go.join();
+  BOOST_REQUIRE(came.ok());
+  BOOST_REQUIRE(came->size() == 1u);
+  BOOST_TEST((came->front().type == EventType::put));
+  BOOST_TEST(came->front().kv.key == "members/b");
+
+  zaris::test::Killed killed{};
+  auto other = Client::open(name);
+  BOOST_REQUIRE(other.ok());
+  std::thread killer([&] {
+    // Events elsewhere, each waking the watcher, which sleeps again.
+    for (int i = 0; i < 5; ++i) {
+      zaris::test::wait_until_asleep(::getpid(), ::getpid());
+      if (!other->put("elsewhere", std::to_string(i)).ok()) return;
+    }
+    killed = kill_once_asleep(b, ::getpid(), ::getpid());
+  });
+  auto started = std::chrono::steady_clock::now();
+  auto events = watcher->wait(30s);
+  auto woke = std::chrono::steady_clock::now();
+  killer.join();
+  BOOST_TEST(wait_exit(b) == 128 + SIGKILL);
+  BOOST_REQUIRE(events.ok());
+  BOOST_REQUIRE(events->size() == 1u);
+  BOOST_TEST((events->front().type == EventType::del));
+  BOOST_TEST((events->front().reason == DeleteReason::owner_died));
+  BOOST_TEST(events->front().kv.key == "members/b");
+  BOOST_TEST(killed.sleeper_was_asleep);
+  auto last = other->get("elsewhere");  // every event elsewhere came first
+  BOOST_TEST((last.ok() && last->has_value() && (*last)->value == "4"));
+  BOOST_TEST_MESSAGE("heard " << us(woke - killed.at) << " us after the kill, "
+                              << us(woke - started) << " us into its wait");
+  // The kernel's notice, not the look, which comes a second after the sleep
+  // began, the sleep the kill found.
+  BOOST_TEST((woke - killed.at < std::chrono::milliseconds(kLookEvery) / 2),
+             "heard " << us(woke - killed.at) << " us after the kill");
+  BOOST_TEST(client->get("members/a")->has_value());
+  BOOST_TEST(client->check()->empty());
+  ::kill(a, SIGKILL);
+  wait_exit(a);
+  other = Client::open(name);
+  client = Client::open(name);  // closes the first clients
+  (void)Client::destroy(name);
+  ::munmap(shared, sizeof(Shared));
+}
+
 // A sleeper woken by the kernel at the death of its key's owner returns at
 // once, without taking the segment lock for another look: the key is gone,
 // and the caller's next operation on it releases it, in the same step as
