@@ -52,18 +52,27 @@ std::int64_t now_ns() {
   return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
+// A benchmark's segment: its name, and options for short keys and values.
+std::string segment_name(const char* tag) {
+  return std::string("zaris-bench-") + std::to_string(::getpid()) + "-" + tag;
+}
+zaris::SegmentOptions small_segment(std::uint32_t leases, std::uint32_t keys,
+                                    std::uint32_t processes = 256) {
+  zaris::SegmentOptions options;
+  options.max_leases = leases;
+  options.max_keys = keys;
+  options.max_key_bytes = 64;
+  options.max_value_bytes = 64;
+  options.max_processes = processes;
+  return options;
+}
+
 // A segment of its own for one benchmark run, destroyed with it.
 struct Scratch {
   std::string name;
   std::unique_ptr<zaris::Client> client;
-  explicit Scratch(const char* tag) {
-    name = std::string("zaris-bench-") + std::to_string(::getpid()) + "-" + tag;
-    zaris::SegmentOptions options;
-    options.max_leases = 64;
-    options.max_keys = 256;
-    options.max_key_bytes = 64;
-    options.max_value_bytes = 64;
-    auto created = zaris::Client::create(name, options);
+  explicit Scratch(const char* tag) : name(segment_name(tag)) {
+    auto created = zaris::Client::create(name, small_segment(64, 256));
     if (created) client = std::make_unique<zaris::Client>(std::move(*created));
   }
   ~Scratch() {
@@ -377,14 +386,8 @@ void note_handoff(Queue* queue, int me) {
 
 // N processes queued on one zaris Mutex (FIFO: every acquisition is a hand-off).
 void BM_LockHandoff(benchmark::State& state) {
-  zaris::SegmentOptions options;
-  options.max_leases = 256;
-  options.max_keys = 1024;
-  options.max_key_bytes = 64;
-  options.max_value_bytes = 64;
-  options.max_processes = 256;
-  const std::string name = "zaris-bench-" + std::to_string(::getpid()) + "-handoff";
-  auto created = zaris::Client::create(name, options);
+  const std::string name = segment_name("handoff");
+  auto created = zaris::Client::create(name, small_segment(256, 1024));
   if (!created) return state.SkipWithError(created.error().message.c_str());
   auto client = std::make_unique<zaris::Client>(std::move(*created));
   Queue* queue = queue_memory();
@@ -584,19 +587,17 @@ void BM_WatchWake(benchmark::State& state) {
 // busy segment costs in watchers that have nothing to hear.
 void BM_PutAmongPrefixWatchers(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
-  zaris::SegmentOptions options;
-  options.max_leases = 64;
-  options.max_keys = 256;
-  options.max_key_bytes = 64;
-  options.max_value_bytes = 64;
-  options.max_processes = 64;
-  const std::string name = "zaris-bench-" + std::to_string(::getpid()) + "-prefixwatch";
+  const std::string name = segment_name("prefixwatch");
   {
     // Closed before the helpers fork: from a process of one thread.
-    auto created = zaris::Client::create(name, options);
+    auto created = zaris::Client::create(name, small_segment(64, 256, 64));
     if (!created) return state.SkipWithError(created.error().message.c_str());
   }
   Queue* queue = queue_memory();
+  if (queue == nullptr) {
+    (void)zaris::Client::destroy(name);
+    return state.SkipWithError("mmap");
+  }
   std::vector<pid_t> pids;
   auto stop_all = [&] {
     queue->stop.store(true);
