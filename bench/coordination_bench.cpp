@@ -601,10 +601,11 @@ void BM_PutAmongPrefixWatchers(benchmark::State& state) {
   std::vector<pid_t> pids;
   auto stop_all = [&] {
     queue->stop.store(true);
-    for (pid_t pid : pids) {
-      if (pid <= 0) continue;
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
+    // The watchers first: the owner's death would wake them all to release.
+    for (auto pid = pids.rbegin(); pid != pids.rend(); ++pid) {
+      if (*pid <= 0) continue;
+      ::kill(*pid, SIGKILL);
+      ::waitpid(*pid, nullptr, 0);
     }
     ::munmap(queue, sizeof(Queue));
     (void)zaris::Client::destroy(name);

@@ -119,7 +119,14 @@ namespace {
 std::atomic<std::int64_t> g_countdown{0};
 std::atomic<std::int64_t> g_taken{0};
 std::atomic<int> g_signal{SIGKILL};
+std::atomic<bool> g_fixed_seed{false};
 }  // namespace
+void fix_hash_seed() noexcept {
+  g_fixed_seed.store(true);
+}
+bool hash_seed_fixed() noexcept {
+  return g_fixed_seed.load();
+}
 void arm(std::int64_t step, int signal) noexcept {
   g_taken.store(0);
   g_signal.store(signal);

@@ -1,9 +1,6 @@
 // The etcd backend through the public API only, against one real etcd member:
 // what Client::open("etcd://...") does, call by call (docs/etcd.md). A raw
 // stub reads etcd directly where a test states what etcd holds.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -33,6 +30,7 @@ using zaris::TxnOp;
 using zaris::test::EtcdCluster;
 using zaris::test::OneMember;
 using zaris::test::address;
+using zaris::test::closed_port;
 using zaris::test::open;
 namespace pb = etcdserverpb;
 
@@ -50,19 +48,6 @@ std::optional<std::string> raw_value(const std::string& key) {
   BOOST_REQUIRE_MESSAGE(status.ok(), status.error_message());
   if (response.kvs_size() == 0) return std::nullopt;
   return response.kvs(0).value();
-}
-
-// A loopback port nothing listens on.
-std::uint16_t closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t length = sizeof address;
-  BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
 }
 
 std::vector<std::string> keys_of(const std::vector<zaris::KeyValue>& kvs) {

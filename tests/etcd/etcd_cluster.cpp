@@ -151,9 +151,14 @@ std::uint16_t closed_port() {
   socklen_t length = sizeof address;
   const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
                      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
-  const std::string failure = bound ? "" : errno_text("choosing a closed port");
-  ::close(fd);
-  if (!bound) throw std::runtime_error(failure);
+  if (!bound) {
+    const std::string failure = errno_text("choosing a closed port");
+    ::close(fd);
+    throw std::runtime_error(failure);
+  }
+  // Kept bound, never listening, for the life of the program: a connection
+  // is refused, and no etcd member a test running beside this one starts
+  // can take the port.
   return ntohs(address.sin_port);
 }
 

@@ -39,8 +39,9 @@ struct EtcdMemberStatus {
   std::string version;
 };
 
-// A loopback port nothing listens on: one the kernel chose free, closed at
-// once. Throws std::runtime_error if no socket can be bound.
+// A loopback port nothing listens on: one the kernel chose free, kept bound
+// (not listening) until the program ends, so that nothing else takes it.
+// Throws std::runtime_error if no socket can be bound.
 std::uint16_t closed_port();
 
 // Not thread-safe: one test drives it. The members are children of the thread

@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string dir = argv[1];
+  // The same seeds from one run to the next: one hash seed for every segment.
+  zaris::segment::crash::fix_hash_seed();
   std::vector<std::function<void(Client&, zaris::ManualClock&)>> states = {
       [](Client&, zaris::ManualClock&) {},
       populate,

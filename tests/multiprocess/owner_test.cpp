@@ -310,14 +310,13 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
   }
 }
 
-// A watcher keeps the owners it found for its next sleeps while nothing it
-// watches changes (docs/coordination.md, "Watchers and deaths"). An owner
-// whose key comes under the prefix while it watches is one it sleeps on
-// from its next wait: here owner B's key comes during the first wait, then
-// events elsewhere wake the watcher again and again (the owners it keeps
-// serve), and B's death is heard at once. Had it kept the owners of its
-// first walk (A's alone), it would hear B's death only at its look, a
-// second into the wait.
+// An owner whose key comes under a watched prefix while the watcher watches
+// is one it sleeps on from its next wait (docs/coordination.md, "Watchers
+// and deaths"): here owner B's key comes during the first wait, then events
+// elsewhere wake the watcher again and again, and B's death is heard at
+// once. A watcher that slept on the owners of an earlier walk (A's alone:
+// a cache of them not dropped when a key came) would hear it only at its
+// look, a second after its last sleep began.
 BOOST_AUTO_TEST_CASE(a_watcher_hears_the_death_of_an_owner_that_came_while_it_watched) {
   if (!have_futex_waitv()) return;
   const std::string name = zaris::test::unique_segment_name("watchnewowner");
@@ -360,7 +359,7 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_the_death_of_an_owner_that_came_while_it_wa
     // Events elsewhere, each waking the watcher, which sleeps again.
     for (int i = 0; i < 5; ++i) {
       zaris::test::wait_until_asleep(::getpid(), ::getpid());
-      if (!other->put("elsewhere", std::to_string(i)).ok()) return;
+      if (!other->put("elsewhere", std::to_string(i)).ok()) break;  // checked below
     }
     killed = kill_once_asleep(b, ::getpid(), ::getpid());
   });
