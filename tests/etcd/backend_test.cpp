@@ -1,8 +1,6 @@
 // The etcd backend through the public API only, against one real etcd member:
 // what Client::open("etcd://...") does, call by call (docs/etcd.md). A raw
 // stub reads etcd directly where a test states what etcd holds.
-#include <unistd.h>
-
 #include <grpcpp/grpcpp.h>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
