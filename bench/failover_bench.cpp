@@ -438,6 +438,7 @@ const char* hop_name(std::uint32_t hop) {
     case 4: return "marked the dead dying";
     case 5: return "released the dead's keys";
     case 6: return "segment lock released";
+    case 7: return "woken on an owner's word";
     default: return "?";
   }
 }
@@ -470,9 +471,13 @@ void collect_hops(const std::string& mechanism, std::int64_t killed_at, pid_t ho
     std::string key = role + ": " + hop + (k > 1 ? " #" + std::to_string(k) : "");
     samples[key].push_back(static_cast<double>(r.ns - killed_at) / 1000.0);
   }
-  for (std::size_t s = 0; s < sleepers.size(); ++s)
+  for (std::size_t s = 0; s < sleepers.size(); ++s) {
+    if (raw)
+      std::printf("  %10.1f %-9s done\n", static_cast<double>(done[s] - killed_at) / 1000.0,
+                  roles[s]);
     samples[std::string(roles[s]) + ": done (lock held / leader / heard)"].push_back(
         static_cast<double>(done[s] - killed_at) / 1000.0);
+  }
 }
 
 void print_hops(int trials) {

@@ -135,6 +135,7 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
     return out;
   }
   ZARIS_HOP(woke);
+  if (woke >= 0 && kinds_[woke] == Kind::owner) ZARIS_HOP(woke_on_owner);
   out.changed = woke >= 0;
   // The kernel wakes one waiter on a death: pass it on to the others. A
   // death is what the word says (OWNER_DIED, or 0 once its owner

@@ -22,6 +22,7 @@ enum Hop : std::uint32_t {
   saw_dead = 4,  // a registration marked dying (committed)
   released = 5,  // a holder released what the dead held, within its budget
   unlocked = 6,  // the segment lock released (before the wake-ups after it)
+  woke_on_owner = 7,  // ... the futex_waitv was woken on an owner's liveness word
 };
 
 struct Record {
