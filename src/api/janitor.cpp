@@ -27,16 +27,16 @@ using engine::Engine;
 constexpr std::size_t kOwnersPerThread = segment::kFutexWaitMax - 3;
 constexpr std::int64_t kBusyRetryNs = 100'000'000;
 constexpr std::int64_t kFallbackSliceNs = 10'000'000;
-// On a death the kernel wakes, on the dead owner's other liveness word and
-// before the janitor, one of those asleep on its keys, which wakes the others;
+// On a death the kernel wakes, on the dead owner's `alive` and before the
+// janitor, one of those asleep on its keys, which wakes the others;
 // each one's next operation on those keys (a lock's place()) releases what
 // the dead held: the janitor lets them go first, then releases the rest
 // (docs/owners.md).
 constexpr std::int64_t kDeathHeadStartNs = 500'000;
 // The first thread looks at least this often, as every sleeper does: the
-// kernel wakes one sleeper on a dead owner's `janitor_alive`, and that may
-// be a watcher (docs/coordination.md, "Watchers and deaths") that dies
-// before it relays the wake-up to the janitor. Its pass looks at every
+// kernel's one wake-up on a dead owner's `janitor_alive` is the janitor's
+// only while nothing else sleeps there, and no futex sees an injected
+// clock's time (there it looks every 10 ms). Its pass looks at every
 // registration, so the others need no look of their own.
 constexpr std::int64_t kLookEveryNs = 1'000'000'000;
 
@@ -144,8 +144,8 @@ class Janitor::Impl {
       // Without futex_waitv, deaths are found by looking, every 10 ms.
       const bool died = set.wait(until, /*spin=*/false, kFallbackSliceNs).death;
       if (died || set.changed(registry)) {
-        // Those asleep on the dead owner's keys were woken too, on the
-        // other word, and their next operations release what they waited
+        // Those asleep on the dead owner's keys were woken too, on
+        // `alive` and `watch_alive`, and their next operations release what they waited
         // for: give them their head start, and take the segment lock after
         // them. A registration that came or went waits as long: a new one
         // is armed 0.5 ms later at most, and one that dies meanwhile is

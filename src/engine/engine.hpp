@@ -276,7 +276,7 @@ class Engine {
   // the next expiry came earlier than it planned.
   void epilogue(Op& tx);
   // The liveness word a sleeper arms for the owner of `lease` (`alive`, or
-  // `janitor_alive` for a watcher), or null: the lease is not bound, or its
+  // `watch_alive` for a watcher), or null: the lease is not bound, or its
   // owner is a registration of this process. A sleeper never arms those: the
   // kernel wakes one waiter at a death, and a thread of the dying process
   // must not be the one, or the others are not woken.

@@ -131,11 +131,12 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   tx.commit();
   ZARIS_HOP(saw_dead);
   // The kernel woke one waiter on the death, perhaps not all: wake them all.
-  // Not the janitor: the kernel wakes it on the dead owner's other word
-  // (or a watcher woken there relays it; or its pass finds the death, for
-  // an owner it has not armed yet, at the latest a second later), and
-  // its pass now would only take the segment lock from those who wait
-  // for the dead owner's keys.
+  // Not the janitor: the kernel wakes it on the dead owner's word of its own
+  // (or its pass finds the death, for an owner it has not armed yet, at the
+  // latest a second later), and its pass now would only take the segment
+  // lock from those who wait for the dead owner's keys. Nor the watchers:
+  // the one the kernel woke on `watch_alive` wakes the others, and the
+  // release's DELETE events wake them all the same.
   segment::futex_wake_all(liveness_futex(p));
 }
 
@@ -164,8 +165,8 @@ bool Engine::release_dying(Op& tx, std::uint32_t& key_budget) {
     }
     tx.commit();
     // No wake-up on `registry`: the janitor, if it had armed this
-    // registration, was woken on its `janitor_alive` at the death (by the
-    // kernel, or a watcher's relay), and one it had not armed is nothing to it. A real wake-up here,
+    // registration, was woken by the kernel on its `janitor_alive` at the
+    // death, and one it had not armed is nothing to it. A real wake-up here,
     // under the lock, cost the waiter that releases its predecessor's keys
     // most of its takeover (docs/owners.md, "Takeover chain").
   }

@@ -83,13 +83,18 @@ Result<std::uint32_t> Engine::register_locked() {
       }
       return rc == 0;
     };
-    // Takes both, the janitor's first: `alive`, locked last, is the first the
-    // kernel marks and wakes on when this thread dies. False (neither held)
-    // if either cannot be taken: that slot is skipped.
+    // Takes all three, the janitor's first and `alive` last: the kernel
+    // marks and wakes them, when this thread dies, from the last locked, so a
+    // key's waiter first and the janitor last. False (none held) if one
+    // cannot be taken: that slot is skipped.
     auto take = [&](ProcessSlot& p) {
       if (!take_one(p.janitor_alive)) return false;
       segment::crash::step();  // a death here: the one taken is OWNER_DIED, the slot free
-      if (take_one(p.alive)) return true;
+      if (take_one(p.watch_alive)) {
+        segment::crash::step();  // the same, with two taken
+        if (take_one(p.alive)) return true;
+        (void)segment::unlock_robust(p.watch_alive);
+      }
       (void)segment::unlock_robust(p.janitor_alive);
       return false;
     };
@@ -144,6 +149,7 @@ Result<std::uint32_t> Engine::register_locked() {
     } catch (...) {
       // Rolled back: the slot stays as it was.
       (void)segment::unlock_robust(p.alive);
+      (void)segment::unlock_robust(p.watch_alive);
       (void)segment::unlock_robust(p.janitor_alive);
       throw;
     }
@@ -157,6 +163,7 @@ void Engine::deregister_locked() {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
       (void)segment::unlock_robust(p.alive);
+      (void)segment::unlock_robust(p.watch_alive);
       (void)segment::unlock_robust(p.janitor_alive);
       return {};
     }
@@ -180,9 +187,11 @@ void Engine::deregister_locked() {
     }
     tx.commit();
     // After the commit: a death before it leaves a dead registration; after
-    // it, a free slot whose mutexes (one or both) the next claimer finds
-    // OWNER_DIED.
+    // it, a free slot whose mutexes (those still held) the next claimer
+    // finds OWNER_DIED.
     (void)segment::unlock_robust(p.alive);
+    segment::crash::step();  // a death here: the other two OWNER_DIED, the slot free
+    (void)segment::unlock_robust(p.watch_alive);
     segment::crash::step();  // a death here: `janitor_alive` OWNER_DIED, the slot free
     (void)segment::unlock_robust(p.janitor_alive);
     wake_janitor_now(channels_->registry);

@@ -22,6 +22,10 @@ std::uint32_t* liveness_futex(ProcessSlot& p) noexcept {
   return reinterpret_cast<std::uint32_t*>(&p.alive);
 }
 
+std::uint32_t* watch_liveness_futex(ProcessSlot& p) noexcept {
+  return reinterpret_cast<std::uint32_t*>(&p.watch_alive);
+}
+
 std::uint32_t* janitor_liveness_futex(ProcessSlot& p) noexcept {
   return reinterpret_cast<std::uint32_t*>(&p.janitor_alive);
 }
@@ -30,9 +34,6 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
   return std::atomic_ref<std::uint32_t>(*liveness_futex(p));
 }
 
-std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept {
-  return std::atomic_ref<std::uint32_t>(*janitor_liveness_futex(p));
-}
 
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {
   constexpr std::uint32_t kFutexWaiters = 0x80000000u;
@@ -54,13 +55,16 @@ ProcessSlot& Store::process(std::uint32_t slot) const {
   return processes_[slot];
 }
 
-// Alive while both liveness words are: the kernel marks them one after the
-// other, and a death seen on either is final.
+// Alive while all three liveness words are: the kernel marks them one after
+// the other, and a death seen on any is final.
 bool Store::process_alive(const ProcessSlot& p) const noexcept {
   if (p.state != segment::kProcessLive) return false;
   auto& slot = const_cast<ProcessSlot&>(p);
-  return liveness_alive(liveness_word(slot).load(std::memory_order_acquire)) &&
-         liveness_alive(janitor_liveness_word(slot).load(std::memory_order_acquire));
+  for (std::uint32_t* word :
+       {liveness_futex(slot), watch_liveness_futex(slot), janitor_liveness_futex(slot)})
+    if (!liveness_alive(std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire)))
+      return false;
+  return true;
 }
 
 bool Store::of_this_process(ProcessSlot& p) const noexcept {

@@ -410,12 +410,12 @@ class Store {
 };
 
 // The futex words of a registration's liveness mutexes (glibc's `__lock`):
-// the one a key's waiters sleep on (`alive`), and the one the janitor and
-// watchers sleep on (`janitor_alive`).
+// the one a key's waiters sleep on (`alive`), the one watchers sleep on
+// (`watch_alive`), and the janitor's (`janitor_alive`).
 std::uint32_t* liveness_futex(ProcessSlot& p) noexcept;
+std::uint32_t* watch_liveness_futex(ProcessSlot& p) noexcept;
 std::uint32_t* janitor_liveness_futex(ProcessSlot& p) noexcept;
 std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
-std::atomic_ref<std::uint32_t> janitor_liveness_word(ProcessSlot& p) noexcept;
 // Sets FUTEX_WAITERS in a live liveness word, so that the kernel wakes a
 // waiter when its thread dies; `expected` is the value to sleep on. False if
 // the word is dead.

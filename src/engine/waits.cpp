@@ -59,7 +59,7 @@ std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher,
   // client of it dies with it (or, if its liveness thread ever ends holding
   // its mutexes, is found dead at a look a second later).
   if (store_.of_this_process(p)) return nullptr;
-  return watcher ? janitor_liveness_futex(p) : liveness_futex(p);
+  return watcher ? watch_liveness_futex(p) : liveness_futex(p);
 }
 
 void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,

@@ -110,7 +110,8 @@ Result<void> initialise(std::uint8_t* base, const Layout& layout) {
 
   auto* processes = reinterpret_cast<ProcessSlot*>(base + layout.processes_offset);
   for (std::uint32_t i = 0; i < layout.caps.max_processes; ++i) {
-    for (pthread_mutex_t* m : {&processes[i].alive, &processes[i].janitor_alive})
+    for (pthread_mutex_t* m :
+         {&processes[i].alive, &processes[i].watch_alive, &processes[i].janitor_alive})
       if (int prc = init_robust_mutex(*m); prc != 0)
         return Error{Errc::io_error, std::string("pthread_mutex_init: ") + std::strerror(prc)};
     processes[i].lease_head = kNone;

@@ -55,7 +55,13 @@ inline constexpr std::uint64_t kMagic = 0x4745'5353'4952'415aULL;  // "ZARISSEG"
 // 12: the event log's head index and head offset are one 16-byte word at the
 // ring header's start (EventHead), journaled as one record; version 11 kept
 // the offset in the ring header's fourth word, where version 12 has none.
-inline constexpr std::uint32_t kLayoutVersion = 12;
+// 13: a registration holds three liveness mutexes, one per kind of sleeper
+// (ProcessSlot::alive for a key's waiters, watch_alive for watchers,
+// janitor_alive for the janitor), so that the kernel wakes one of each kind
+// at a death; a ProcessSlot is 192 bytes. A process of version 12 would hold
+// two and be taken for dead, and its watchers would sleep on the janitor's
+// word: it is refused at open.
+inline constexpr std::uint32_t kLayoutVersion = 13;
 inline constexpr std::uint32_t kReady = 0x52454459;  // "READY"
 inline constexpr std::uint32_t kEndianMarker = 0x01020304;
 inline constexpr std::uint32_t kCacheLine = 64;
@@ -405,14 +411,16 @@ inline constexpr std::uint32_t kProcessDying = 2;    // dead; its leases are bei
 inline constexpr std::uint32_t kProcessJanitor = 1;  // flags: it runs as the janitor
 
 struct alignas(kCacheLine) ProcessSlot {
-  // Robust, process-shared; both held by the registrant's liveness thread
-  // while the registration lives. Their futex words are the liveness words:
-  // the kernel writes FUTEX_OWNER_DIED into each when that thread dies, and
-  // wakes one sleeper on each. A key's waiters (a lock's queue, an
-  // election's candidates) sleep on `alive`; the janitor and watchers on
-  // `janitor_alive`, off a takeover's path. `alive` is locked last,
-  // so the kernel, which walks a dead thread's robust list from the most
-  // recently locked, marks it and wakes its sleeper first (docs/owners.md).
+  // Robust, process-shared; all three held by the registrant's liveness
+  // thread while the registration lives. Their futex words are the liveness
+  // words: the kernel writes FUTEX_OWNER_DIED into each when that thread
+  // dies, and wakes one sleeper on each. A key's waiters (a lock's queue, an
+  // election's candidates) sleep on `alive`, watchers on `watch_alive`, the
+  // janitor on `janitor_alive`: the kernel wakes one of each kind itself,
+  // and none waits for another's relay. They are locked in the other order,
+  // `alive` last, so the kernel, which walks a dead thread's robust list
+  // from the most recently locked, marks `alive` and wakes its sleeper
+  // first, and the janitor's last (docs/owners.md).
   pthread_mutex_t alive;
   std::uint32_t generation;  // bumped at every claim
   std::uint32_t state;       // kProcessFree / kProcessLive / kProcessDying
@@ -422,9 +430,10 @@ struct alignas(kCacheLine) ProcessSlot {
   std::uint32_t lease_head;  // first bound lease, or kNone
   std::uint32_t lease_count;
   pthread_mutex_t janitor_alive;
-  std::uint8_t reserved[128 - 2 * sizeof(pthread_mutex_t) - 32];
+  pthread_mutex_t watch_alive;
+  std::uint8_t reserved[192 - 3 * sizeof(pthread_mutex_t) - 32];
 };
-static_assert(sizeof(ProcessSlot) == 128);
+static_assert(sizeof(ProcessSlot) == 192);
 
 // A hash bucket: 0 when empty, else (hash32 << 32) | (slot + 1).
 using Bucket = std::uint64_t;

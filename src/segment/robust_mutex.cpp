@@ -51,8 +51,8 @@ static_assert(__PTHREAD_MUTEX_HAVE_PREV == 1, "the robust list has back links on
 static_assert(offsetof(__pthread_list_t, __prev) == 0 &&
               offsetof(__pthread_list_t, __next) == sizeof(void*));
 
-// A thread holds three at most (the liveness thread: its two liveness mutexes
-// and the segment lock); a few more for a program with several segments.
+// A thread holds four at most (the liveness thread: its three liveness
+// mutexes and the segment lock); the rest is room to spare.
 constexpr std::uint32_t kMaxHeld = 8;
 
 // The robust mutexes of segments this thread holds, taken through this file.

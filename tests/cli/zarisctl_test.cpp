@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(segment_create_status_destroy) {
   BOOST_TEST(status.status == 0);
   auto j = json::parse(status.out);
   BOOST_TEST(j["segment"] == "/dev/shm/" + s.name);
-  BOOST_TEST(j["layout_version"] == 12);
+  BOOST_TEST(j["layout_version"] == 13);
   BOOST_TEST(j["leases"]["capacity"] == 100);
   BOOST_TEST(j["keys"]["capacity"] == 200);
   BOOST_TEST(j["leases"]["used"] == 0);

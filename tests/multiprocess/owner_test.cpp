@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <linux/futex.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -134,6 +136,54 @@ class MappedSegment {
   std::size_t size_ = 0;
 };
 
+
+// A registration's liveness words, one per kind of sleeper (docs/owners.md).
+enum class Liveness { key_waiters, watchers, janitor };
+
+// A child that sleeps on one liveness word of process `owner`'s registration,
+// as a sleeper of that kind does, and passes nothing on when it is woken:
+// asleep there before anyone else, it is the one the kernel wakes on that
+// word at the death (first queued, first woken), and every other sleeper on
+// the word sleeps on. One sleep, never re-queued behind a later sleeper.
+// Exits 0 if a wake-up ended its sleep with the word dead, 1 if not within
+// 30 s, 2 if it found no live registration of `owner`'s.
+pid_t silent_sleeper(const std::string& segment, pid_t owner, Liveness which) {
+  namespace seg = zaris::segment;
+  return zaris::test::fork_child([=] {
+    int fd = ::open(("/dev/shm/" + segment).c_str(), O_RDWR);
+    if (fd < 0) return 2;
+    struct stat st {};
+    void* map = ::fstat(fd, &st) == 0 ? ::mmap(nullptr, static_cast<std::size_t>(st.st_size),
+                                               PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                      : MAP_FAILED;
+    ::close(fd);
+    if (map == MAP_FAILED) return 2;
+    auto* base = static_cast<std::uint8_t*>(map);
+    seg::Layout layout;
+    if (!seg::Layout::compute(reinterpret_cast<seg::Header*>(base)->capacities, layout)) return 2;
+    auto* slots = reinterpret_cast<seg::ProcessSlot*>(base + layout.processes_offset);
+    for (std::uint32_t i = 0; i < layout.caps.max_processes; ++i) {
+      seg::ProcessSlot& p = slots[i];
+      if (p.state != seg::kProcessLive || p.pid != static_cast<std::uint32_t>(owner)) continue;
+      pthread_mutex_t& m = which == Liveness::key_waiters ? p.alive
+                           : which == Liveness::watchers  ? p.watch_alive
+                                                          : p.janitor_alive;
+      auto* futex = reinterpret_cast<std::uint32_t*>(&m);
+      std::atomic_ref<std::uint32_t> word(*futex);
+      constexpr std::uint32_t kWaiters = 0x80000000u;  // FUTEX_WAITERS
+      constexpr std::uint32_t kDied = 0x40000000u;     // FUTEX_OWNER_DIED
+      const std::uint32_t armed = word.fetch_or(kWaiters) | kWaiters;
+      if ((armed & kDied) != 0) return 1;
+      timespec limit{30, 0};  // relative: a wait interrupted and restarted is no longer
+      for (;;) {
+        long rc = ::syscall(SYS_futex, futex, FUTEX_WAIT, armed, &limit, nullptr, 0);
+        if (rc == 0) return (word.load() & kDied) != 0 ? 0 : 1;
+        if (errno != EINTR) return 1;  // the timeout, or the word changed before the sleep
+      }
+    }
+    return 2;
+  });
+}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(owners)
@@ -306,6 +356,93 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
       client = Client::open(name);  // closes the first client
       (void)Client::destroy(name);
       ::munmap(shared, sizeof(Shared));
+    }
+  }
+}
+
+// The kernel wakes one sleeper on each of a dead registration's liveness
+// words, and a registration has one word per kind of sleeper (docs/owners.md):
+// a sleeper of one kind never waits for one of another kind to pass the
+// death on. Here a silent sleeper, asleep first, takes the kernel's wake-up
+// on one word and passes nothing on:
+// - on the janitor's word: the watcher, woken on its own, releases the dead
+//   owner's key and hears its DELETE at once (when watchers shared the
+//   janitor's word, it heard it at its look, a second into its wait);
+// - on the watchers' word, with a janitor asleep: the janitor, woken on its
+//   own, releases the key after its head start (0.5 ms), and the watcher
+//   hears that (a janitor not woken would find the death at its look, a
+//   second after it fell asleep).
+BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
+  if (!have_futex_waitv()) return;
+  for (Liveness silent : {Liveness::janitor, Liveness::watchers}) {
+    BOOST_TEST_CONTEXT((silent == Liveness::janitor ? "silent on the janitor's word"
+                                                    : "silent on the watchers' word")) {
+      const std::string name = zaris::test::unique_segment_name("wordsofitsown");
+      auto client = Client::create(name, zaris::test::small_segment());
+      BOOST_REQUIRE(client.ok());
+      // However the case ends: the children killed and reaped, the janitor
+      // stopped, the segment gone.
+      struct Cleanup {
+        const std::string& name;
+        Shared* shared = nullptr;
+        pid_t owner = 0;
+        pid_t sleeper = 0;
+        std::unique_ptr<zaris::Janitor> janitor;
+        ~Cleanup() {
+          for (pid_t* pid : {&owner, &sleeper})
+            if (*pid > 0) {
+              ::kill(*pid, SIGKILL);
+              wait_exit(*pid);
+            }
+          janitor.reset();
+          (void)Client::destroy(name);
+          if (shared != nullptr) ::munmap(shared, sizeof(Shared));
+        }
+      } cleanup{name, nullptr, 0, 0, nullptr};
+      cleanup.shared = shared_memory();
+      // Both forked before this process starts a thread.
+      cleanup.owner = owner_child(name, {}, cleanup.shared, "members/b", true);
+      BOOST_REQUIRE(wait_ready(cleanup.shared));
+      const pid_t owner = cleanup.owner;
+      cleanup.sleeper = silent_sleeper(name, owner, silent);
+      if (zaris::test::wait_until_asleep(cleanup.sleeper, cleanup.sleeper) == 0) {
+        BOOST_TEST(wait_exit(cleanup.sleeper) == 0, "the silent sleeper never slept");
+        cleanup.sleeper = 0;
+        BOOST_REQUIRE(false);
+      }
+      if (silent == Liveness::watchers) {
+        auto started = zaris::Janitor::start(*client, zaris::JanitorOptions{[](std::string_view) {}});
+        BOOST_REQUIRE(started.ok());
+        cleanup.janitor = std::move(*started);
+        // Asleep, so with the owner's word armed: its pass has looked.
+        BOOST_REQUIRE(zaris::test::wait_until_asleep(::getpid()) != 0);
+      }
+      auto watcher = client->watch("members/b", zaris::WatchOptions{false, 0});
+      BOOST_REQUIRE(watcher.ok());
+      zaris::test::Killed killed{};
+      std::thread killer([&] { killed = kill_once_asleep(owner, ::getpid(), ::getpid()); });
+      auto events = watcher->wait(30s);
+      auto woke = std::chrono::steady_clock::now();
+      killer.join();
+      BOOST_TEST(wait_exit(owner) == 128 + SIGKILL);
+      cleanup.owner = 0;
+      // Woken with the word dead: first in its queue, it had the kernel's
+      // wake-up on that word, and the watcher (nor the janitor) did not.
+      BOOST_TEST(wait_exit(cleanup.sleeper) == 0);
+      cleanup.sleeper = 0;
+      BOOST_REQUIRE(events.ok());
+      BOOST_REQUIRE(events->size() == 1u);
+      const zaris::Event& e = events->front();
+      BOOST_TEST((e.type == EventType::del));
+      BOOST_TEST((e.reason == DeleteReason::owner_died));
+      BOOST_TEST(e.kv.key == "members/b");
+      BOOST_TEST(killed.sleeper_was_asleep);
+      // At once, not at a look a second after a sleep began.
+      BOOST_TEST((woke - killed.at < std::chrono::milliseconds(kLookEvery) / 4),
+                 "heard " << us(woke - killed.at) << " us after the kill");
+      BOOST_TEST(client->check()->empty());
+      cleanup.janitor.reset();
+      client = Client::open(name);  // closes the first client
     }
   }
 }

@@ -29,7 +29,7 @@ BOOST_AUTO_TEST_CASE(size_formula_matches_the_documentation) {
     std::uint64_t P = o.max_processes;
     std::uint64_t expected = 192 + 320 + 64 + r64(o.max_key_bytes) + J + 64 * L + r64(16 * L) +
                              128 * K + r64(8 * B) + r64(8 + 8 * 256 + 24) + r64(64 + 16 * E) + r64(V) +
-                             128 * P + 128 + (o.data_bytes / 32 + 511) / 512 * 64 + o.data_bytes;
+                             192 * P + 128 + (o.data_bytes / 32 + 511) / 512 * 64 + o.data_bytes;
     BOOST_TEST(zaris::segment_size(o) == expected);
   }
 }

@@ -136,22 +136,22 @@ BOOST_AUTO_TEST_CASE(bad_names_and_capacities) {
   BOOST_TEST(Client::open(name).code() == Errc::not_found);
 }
 
-// A segment of layout version 11 (the event log's head offset in a word of
-// its own) is refused by name, both versions said.
-BOOST_AUTO_TEST_CASE(refuses_a_segment_of_layout_version_11) {
+// A segment of layout version 12 (two liveness mutexes per registration,
+// watchers asleep on the janitor's) is refused by name, both versions said.
+BOOST_AUTO_TEST_CASE(refuses_a_segment_of_layout_version_12) {
   using zaris::segment::Header;
-  std::string name = unique_segment_name("v11");
+  std::string name = unique_segment_name("v12");
   {
     auto created = Client::create(name, small_segment());
     BOOST_REQUIRE(created.ok());
   }
-  poke_value<std::uint32_t>(shm_path(name), offsetof(Header, layout_version), 11);
+  poke_value<std::uint32_t>(shm_path(name), offsetof(Header, layout_version), 12);
   auto opened = Client::open(name);
   BOOST_TEST(opened.code() == Errc::incompatible_segment);
   if (!opened.ok()) {
     BOOST_TEST_MESSAGE("open: " << opened.error().message);
-    BOOST_TEST(opened.error().message.find("layout version 11") != std::string::npos);
-    BOOST_TEST(opened.error().message.find("reads version 12") != std::string::npos);
+    BOOST_TEST(opened.error().message.find("layout version 12") != std::string::npos);
+    BOOST_TEST(opened.error().message.find("reads version 13") != std::string::npos);
   }
   BOOST_REQUIRE(Client::destroy(name).ok());
 }
