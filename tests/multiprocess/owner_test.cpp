@@ -94,6 +94,17 @@ std::optional<zaris::Event> next_delete(zaris::Watcher& watcher) {
   return std::nullopt;
 }
 
+// What a wait returned is one event: the DELETE of `key` at its owner's death.
+void expect_one_death(const zaris::Result<std::vector<zaris::Event>>& events,
+                      const std::string& key) {
+  BOOST_REQUIRE(events.ok());
+  BOOST_REQUIRE(events->size() == 1u);
+  const zaris::Event& e = events->front();
+  BOOST_TEST((e.type == EventType::del));
+  BOOST_TEST((e.reason == DeleteReason::owner_died));
+  BOOST_TEST(e.kv.key == key);
+}
+
 std::string read_file(const char* path) {
   std::ifstream in(path);
   std::string text;
@@ -340,12 +351,7 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
       auto woke = std::chrono::steady_clock::now();
       killer.join();
       BOOST_TEST(wait_exit(pid) == 128 + SIGKILL);
-      BOOST_REQUIRE(events.ok());
-      BOOST_REQUIRE(events->size() == 1u);
-      const zaris::Event& e = events->front();
-      BOOST_TEST((e.type == EventType::del));
-      BOOST_TEST((e.reason == DeleteReason::owner_died));
-      BOOST_TEST(e.kv.key == "members/b");
+      expect_one_death(events, "members/b");
       BOOST_TEST(killed.sleeper_was_asleep);
       BOOST_TEST_MESSAGE("heard " << us(woke - killed.at) << " us after the kill");
       // The kernel's notice, not the look.
@@ -430,12 +436,7 @@ BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
       // wake-up on that word, and the watcher (nor the janitor) did not.
       BOOST_TEST(wait_exit(cleanup.sleeper) == 0);
       cleanup.sleeper = 0;
-      BOOST_REQUIRE(events.ok());
-      BOOST_REQUIRE(events->size() == 1u);
-      const zaris::Event& e = events->front();
-      BOOST_TEST((e.type == EventType::del));
-      BOOST_TEST((e.reason == DeleteReason::owner_died));
-      BOOST_TEST(e.kv.key == "members/b");
+      expect_one_death(events, "members/b");
       BOOST_TEST(killed.sleeper_was_asleep);
       // At once, not at a look a second after a sleep began.
       BOOST_TEST((woke - killed.at < std::chrono::milliseconds(kLookEvery) / 4),
