@@ -275,20 +275,21 @@ class Engine {
   // After an operation: acts on a dead owner it met, and wakes the janitor if
   // the next expiry came earlier than it planned.
   void epilogue(Op& tx);
-  // The liveness word a sleeper arms for the owner of `lease` (`alive`, or
-  // `watch_alive` for a watcher), or null: the lease is not bound, or its
-  // owner is a registration of this process. A sleeper never arms those: the
-  // kernel wakes one waiter at a death, and a thread of the dying process
-  // must not be the one, or the others are not woken.
+  // The registration whose liveness words a sleeper arms for the owner of
+  // `lease` (`alive` for a key's waiter, `watch_alive` for a watcher), or
+  // null: the lease is not bound, or its owner is a registration of this
+  // process. A sleeper never arms those: the kernel wakes one waiter at a
+  // death, and a thread of the dying process must not be the one, or the
+  // others are not woken.
   // `own`: this client's registration {slot, generation} (own_registration()),
   // told apart without Store::of_this_process's system call.
-  std::uint32_t* owner_futex(const LeaseSlot& lease, bool watcher,
-                             std::pair<std::uint32_t, std::uint32_t> own) const;
+  ProcessSlot* owner_to_arm(const LeaseSlot& lease,
+                            std::pair<std::uint32_t, std::uint32_t> own) const;
   std::pair<std::uint32_t, std::uint32_t> own_registration();
   // The owners a watcher sleeps on (docs/coordination.md, "Watchers and
   // deaths"): those of the bound leases of the watched key, or of the keys
   // under the prefix, up to kWatchedOwners of them and looking at most at
-  // kWatchedOwnerSlots key slots, as owner_futex() gives them; a dead one
+  // kWatchedOwnerSlots key slots, as owner_to_arm() gives them; a dead one
   // met is noticed in `tx`.
   static constexpr std::size_t kWatchedOwners = 16;
   static constexpr std::size_t kWatchedOwnerSlots = 64;

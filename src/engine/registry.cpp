@@ -36,7 +36,6 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
 
 
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {
-  constexpr std::uint32_t kFutexWaiters = 0x80000000u;
   std::atomic_ref<std::uint32_t> w(*word);
   std::uint32_t v = w.load(std::memory_order_acquire);
   for (;;) {

@@ -420,6 +420,8 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept;
 // waiter when its thread dies; `expected` is the value to sleep on. False if
 // the word is dead.
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept;
+// FUTEX_WAITERS: set in a liveness word by whoever sleeps on it.
+inline constexpr std::uint32_t kFutexWaiters = 0x80000000u;
 // Whether a liveness word names a thread that has not died.
 constexpr bool liveness_alive(std::uint32_t word) noexcept {
   return (word & 0x3fffffffu) != 0 && (word & 0x40000000u) == 0;  // TID mask, OWNER_DIED

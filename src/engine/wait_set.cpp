@@ -87,10 +87,11 @@ void WaitSet::add_key_word(std::atomic<std::uint32_t>& wake) {
   kinds_[count_++] = Kind::key;
 }
 
-bool WaitSet::add_owner(std::uint32_t* liveness_word) {
+bool WaitSet::add_owner(std::uint32_t* liveness_word, std::uint32_t* also) {
   if (full()) std::abort();
   std::uint32_t expected = 0;
   if (!arm_liveness_word(liveness_word, expected)) return false;
+  also_[count_] = also;
   words_[count_] = {liveness_word, expected};
   kinds_[count_++] = Kind::owner;
   return true;
@@ -145,6 +146,10 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   for (std::uint32_t i = 0; i < count_; ++i) {
     if (kinds_[i] != Kind::owner || liveness_alive(load(words_[i].word))) continue;
     segment::futex_wake_all(words_[i].word);
+    // Only if someone armed it: a sleeper that arms it later finds the
+    // owner dead, or sleeps until the kernel comes to that word.
+    if (also_[i] != nullptr && (load(also_[i]) & kFutexWaiters) != 0)
+      segment::futex_wake_all(also_[i]);
     out.death = true;
   }
   if (out.death) ZARIS_HOP(relayed);

@@ -12,7 +12,8 @@
 //   4. wait(): spins a little if asked, then sleeps in one futex_waitv on all
 //      the words, until one changes or is woken, or the deadline.
 // The kernel wakes only one waiter of a dying thread's robust mutex: wait()
-// passes a death on to every other sleeper on that word before it returns.
+// passes a death on to every other sleeper on that word (and on the word
+// add_owner() named with it) before it returns.
 // The set uncounts itself from its channels when it is destroyed.
 #pragma once
 
@@ -42,8 +43,13 @@ class WaitSet {
   // one twice adds it once.
   void add_key_word(std::atomic<std::uint32_t>& wake);
   // Arms a live owner's liveness word, so that its death wakes the sleep;
-  // false if it is dead already (nothing is added).
-  bool add_owner(std::uint32_t* liveness_word);
+  // false if it is dead already (nothing is added). `also`: another of the
+  // owner's liveness words, whose sleepers wait() wakes too when a death
+  // wakes this one (a key's waiter wakes the owner's watchers: the kernel
+  // wakes a dead thread's words one after the other, and the waiter it woke
+  // first may run on the dying thread's CPU before the kernel comes to the
+  // next word).
+  bool add_owner(std::uint32_t* liveness_word, std::uint32_t* also = nullptr);
   // add_owner() of each; false as soon as one is dead (the others after it
   // are not added: the caller looks again).
   bool add_owners(std::span<std::uint32_t* const> liveness_words);
@@ -71,6 +77,7 @@ class WaitSet {
   enum class Kind : std::uint8_t { channel, owner, key, other };
   segment::FutexWord words_[segment::kFutexWaitMax];
   Kind kinds_[segment::kFutexWaitMax];
+  std::uint32_t* also_[segment::kFutexWaitMax];  // for an owner's word: add_owner's `also`
   std::uint32_t count_ = 0;
 };
 

@@ -50,8 +50,8 @@ std::pair<std::uint32_t, std::uint32_t> Engine::own_registration() {
   return {kNone, 0};
 }
 
-std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher,
-                                   std::pair<std::uint32_t, std::uint32_t> own) const {
+ProcessSlot* Engine::owner_to_arm(const LeaseSlot& l,
+                                  std::pair<std::uint32_t, std::uint32_t> own) const {
   if ((l.flags & segment::kLeaseBound) == 0) return nullptr;
   if (l.owner == own.first && l.owner_generation == own.second) return nullptr;
   ProcessSlot& p = store_.process(l.owner);
@@ -59,7 +59,7 @@ std::uint32_t* Engine::owner_futex(const LeaseSlot& l, bool watcher,
   // client of it dies with it (or, if its liveness thread ever ends holding
   // its mutexes, is found dead at a look a second later).
   if (store_.of_this_process(p)) return nullptr;
-  return watcher ? watch_liveness_futex(p) : liveness_futex(p);
+  return &p;
 }
 
 void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool prefix,
@@ -70,8 +70,9 @@ void Engine::watched_owners(Op& tx, std::int64_t now, std::string_view key, bool
     // A key whose lease ended is not looked at further; one whose owner
     // died is noticed here, and released by the caller.
     if (!store_.key_visible(k, now, tx.noticed) || k.lease_id == 0) return true;
-    std::uint32_t* word = owner_futex(store_.lease(store_.lease_slot_of(k.lease_id)), true, own);
-    if (word == nullptr) return true;
+    ProcessSlot* owner = owner_to_arm(store_.lease(store_.lease_slot_of(k.lease_id)), own);
+    if (owner == nullptr) return true;
+    std::uint32_t* word = watch_liveness_futex(*owner);
     if (std::find(out.words, out.words + out.count, word) == out.words + out.count)
       out.words[out.count++] = word;
     return out.count < kWatchedOwners;
@@ -110,7 +111,8 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
     std::int64_t now = 0;
-    std::uint32_t* owners[kMaxWatched] = {};
+    std::uint32_t* owners[kMaxWatched] = {};  // their `alive` words
+    std::uint32_t* owners_watchers[kMaxWatched] = {};  // and their `watch_alive` words
     std::size_t owner_count = 0;
   };
   for (;;) {
@@ -141,7 +143,10 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
         if (d < kDeadlineStates)
           out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
-        if (std::uint32_t* word = owner_futex(l, false, own)) out.owners[out.owner_count++] = word;
+        if (ProcessSlot* owner = owner_to_arm(l, own)) {
+          out.owners[out.owner_count] = liveness_futex(*owner);
+          out.owners_watchers[out.owner_count++] = watch_liveness_futex(*owner);
+        }
       }
       return out;
     });
@@ -150,8 +155,13 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     std::int64_t until = std::min(give_up, liveness_deadline());
     if (seen->deadline != kNever) until = std::min(until, real_deadline(seen->deadline, seen->now));
     if (real_now() >= give_up) return false;
-    // Sleep on every channel and every owner's liveness word at once.
-    if (!set.add_owners({seen->owners, seen->owner_count})) continue;  // one died since: look again
+    // Sleep on every channel and every owner's liveness word at once. Woken
+    // by a death, it wakes the owner's watchers too, before its own work
+    // (WaitSet::add_owner).
+    bool all_live = true;
+    for (std::size_t i = 0; i < seen->owner_count && all_live; ++i)
+      all_live = set.add_owner(seen->owners[i], seen->owners_watchers[i]);
+    if (!all_live) continue;  // one died since: look again
     // A lock changes hands in a few microseconds, and with one waiter the
     // change it waits for often comes as fast: then it spins that long
     // before paying for a sleep and a wake-up. With many queued, all but the

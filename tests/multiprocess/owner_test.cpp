@@ -156,8 +156,8 @@ enum class Liveness { key_waiters, watchers, janitor };
 // asleep there before anyone else, it is the one the kernel wakes on that
 // word at the death (first queued, first woken), and every other sleeper on
 // the word sleeps on. One sleep, never re-queued behind a later sleeper.
-// Exits 0 if a wake-up ended its sleep with the word dead, 1 if not within
-// 30 s, 2 if it found no live registration of `owner`'s.
+// Exits 0 if a wake-up ended its sleep, 1 if none did within 30 s, 2 if it
+// found no live registration of `owner`'s.
 pid_t silent_sleeper(const std::string& segment, pid_t owner, Liveness which) {
   namespace seg = zaris::segment;
   return zaris::test::fork_child([=] {
@@ -188,7 +188,7 @@ pid_t silent_sleeper(const std::string& segment, pid_t owner, Liveness which) {
       timespec limit{30, 0};  // relative: a wait interrupted and restarted is no longer
       for (;;) {
         long rc = ::syscall(SYS_futex, futex, FUTEX_WAIT, armed, &limit, nullptr, 0);
-        if (rc == 0) return (word.load() & kDied) != 0 ? 0 : 1;
+        if (rc == 0) return 0;
         if (errno != EINTR) return 1;  // the timeout, or the word changed before the sleep
       }
     }
@@ -377,22 +377,37 @@ BOOST_AUTO_TEST_CASE(a_watcher_hears_a_key_owner_die_at_once) {
 // - on the watchers' word, with a janitor asleep: the janitor, woken on its
 //   own, releases the key after its head start (0.5 ms), and the watcher
 //   hears that (a janitor not woken would find the death at its look, a
-//   second after it fell asleep).
+//   second after it fell asleep);
+// - on the watchers' word, with a key's waiter asleep (wait_for_change, which
+//   returns at the death and releases nothing): the waiter, woken on `alive`,
+//   wakes the owner's watchers too, and the watcher releases the key and
+//   hears it (without that relay it would hear it at its look).
 BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
   if (!have_futex_waitv()) return;
-  for (Liveness silent : {Liveness::janitor, Liveness::watchers}) {
-    BOOST_TEST_CONTEXT((silent == Liveness::janitor ? "silent on the janitor's word"
-                                                    : "silent on the watchers' word")) {
+  struct Case {
+    Liveness silent;
+    bool janitor;     // a janitor asleep in this process
+    bool key_waiter;  // a wait_for_change asleep in this process
+    const char* what;
+  };
+  const Case cases[] = {
+      {Liveness::janitor, false, false, "silent on the janitor's word"},
+      {Liveness::watchers, true, false, "silent on the watchers' word, a janitor asleep"},
+      {Liveness::watchers, false, true, "silent on the watchers' word, a key's waiter asleep"},
+  };
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
       const std::string name = zaris::test::unique_segment_name("wordsofitsown");
       auto client = Client::create(name, zaris::test::small_segment());
       BOOST_REQUIRE(client.ok());
-      // However the case ends: the children killed and reaped, the janitor
-      // stopped, the segment gone.
+      // However the case ends: the children killed and reaped, the threads
+      // joined, the janitor stopped, the segment gone.
       struct Cleanup {
         const std::string& name;
         Shared* shared = nullptr;
         pid_t owner = 0;
         pid_t sleeper = 0;
+        std::thread waiting;
         std::unique_ptr<zaris::Janitor> janitor;
         ~Cleanup() {
           for (pid_t* pid : {&owner, &sleeper})
@@ -400,28 +415,42 @@ BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
               ::kill(*pid, SIGKILL);
               wait_exit(*pid);
             }
+          if (waiting.joinable()) waiting.join();  // the owner's death ended its wait
           janitor.reset();
           (void)Client::destroy(name);
           if (shared != nullptr) ::munmap(shared, sizeof(Shared));
         }
-      } cleanup{name, nullptr, 0, 0, nullptr};
+      } cleanup{name, nullptr, 0, 0, {}, nullptr};
       cleanup.shared = shared_memory();
       // Both forked before this process starts a thread.
       cleanup.owner = owner_child(name, {}, cleanup.shared, "members/b", true);
       BOOST_REQUIRE(wait_ready(cleanup.shared));
       const pid_t owner = cleanup.owner;
-      cleanup.sleeper = silent_sleeper(name, owner, silent);
+      cleanup.sleeper = silent_sleeper(name, owner, c.silent);
       if (zaris::test::wait_until_asleep(cleanup.sleeper, cleanup.sleeper) == 0) {
         BOOST_TEST(wait_exit(cleanup.sleeper) == 0, "the silent sleeper never slept");
         cleanup.sleeper = 0;
         BOOST_REQUIRE(false);
       }
-      if (silent == Liveness::watchers) {
+      if (c.janitor) {
         auto started = zaris::Janitor::start(*client, zaris::JanitorOptions{[](std::string_view) {}});
         BOOST_REQUIRE(started.ok());
         cleanup.janitor = std::move(*started);
         // Asleep, so with the owner's word armed: its pass has looked.
         BOOST_REQUIRE(zaris::test::wait_until_asleep(::getpid()) != 0);
+      }
+      std::atomic<int> waited{-1};  // 1 changed, 0 not, 2 an error
+      if (c.key_waiter) {
+        auto kv = client->get("members/b");
+        BOOST_REQUIRE(kv.ok() && kv->has_value());
+        std::atomic<pid_t> tid{0};
+        cleanup.waiting = std::thread([&, seen = (*kv)->mod_revision] {
+          tid.store(static_cast<pid_t>(::syscall(SYS_gettid)));
+          auto changed = client->wait_for_change("members/b", seen, 30s);
+          waited.store(changed.ok() ? (*changed ? 1 : 0) : 2);
+        });
+        BOOST_REQUIRE(zaris::test::eventually([&] { return tid.load() != 0; }));
+        BOOST_REQUIRE(zaris::test::wait_until_asleep(::getpid(), tid.load()) != 0);
       }
       auto watcher = client->watch("members/b", zaris::WatchOptions{false, 0});
       BOOST_REQUIRE(watcher.ok());
@@ -432,8 +461,9 @@ BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
       killer.join();
       BOOST_TEST(wait_exit(owner) == 128 + SIGKILL);
       cleanup.owner = 0;
-      // Woken with the word dead: first in its queue, it had the kernel's
-      // wake-up on that word, and the watcher (nor the janitor) did not.
+      // Woken: first in its queue, it had the kernel's wake-up on that word
+      // (or, on the watchers' word beside a key's waiter, perhaps the
+      // waiter's relay first), and the watcher did not.
       BOOST_TEST(wait_exit(cleanup.sleeper) == 0);
       cleanup.sleeper = 0;
       expect_one_death(events, "members/b");
@@ -441,6 +471,10 @@ BOOST_AUTO_TEST_CASE(a_death_wakes_each_kind_of_sleeper_on_a_word_of_its_own) {
       // At once, not at a look a second after a sleep began.
       BOOST_TEST((woke - killed.at < std::chrono::milliseconds(kLookEvery) / 4),
                  "heard " << us(woke - killed.at) << " us after the kill");
+      if (c.key_waiter) {
+        cleanup.waiting.join();
+        BOOST_TEST(waited.load() == 1);
+      }
       BOOST_TEST(client->check()->empty());
       cleanup.janitor.reset();
       client = Client::open(name);  // closes the first client
