@@ -135,8 +135,9 @@ void Engine::mark_dying(Op& tx, std::uint32_t process) {
   // (or its pass finds the death, for an owner it has not armed yet, at the
   // latest a second later), and its pass now would only take the segment
   // lock from those who wait for the dead owner's keys. Nor the watchers:
-  // the one the kernel woke on `watch_alive` wakes the others, and the
-  // release's DELETE events wake them all the same.
+  // the one the kernel woke on `watch_alive` wakes the others (as does a
+  // key's waiter woken on `alive`), and the release's DELETE events wake
+  // them all the same.
   segment::futex_wake_all(liveness_futex(p));
 }
 

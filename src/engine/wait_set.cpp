@@ -115,6 +115,7 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   if (spin && spin_until_changed(words_, count_)) {
     out.changed = true;
     out.spun = true;
+    pass_on_deaths(out);  // a death seen while spinning: the kernel woke another
     return out;
   }
   segment::ask_short_slice(short_slice_ns);
@@ -138,6 +139,11 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   ZARIS_HOP(woke);
   if (woke >= 0 && kinds_[woke] == Kind::owner) ZARIS_HOP(woke_on_owner);
   out.changed = woke >= 0;
+  pass_on_deaths(out);
+  return out;
+}
+
+void WaitSet::pass_on_deaths(Woken& out) {
   // The kernel wakes one waiter on a death: pass it on to the others. A
   // death is what the word says (OWNER_DIED, or 0 once its owner
   // deregistered), not the wake-up: a relay late enough to find the slot
@@ -146,14 +152,14 @@ WaitSet::Woken WaitSet::wait(std::int64_t until, bool spin, std::int64_t fallbac
   for (std::uint32_t i = 0; i < count_; ++i) {
     if (kinds_[i] != Kind::owner || liveness_alive(load(words_[i].word))) continue;
     segment::futex_wake_all(words_[i].word);
-    // Only if someone armed it: a sleeper that arms it later finds the
-    // owner dead, or sleeps until the kernel comes to that word.
+    // Only if someone armed it since the owner registered (the bit stays
+    // set): one that arms it later finds the owner dead, or sleeps until
+    // the kernel comes to that word.
     if (also_[i] != nullptr && (load(also_[i]) & kFutexWaiters) != 0)
       segment::futex_wake_all(also_[i]);
     out.death = true;
   }
   if (out.death) ZARIS_HOP(relayed);
-  return out;
 }
 
 }  // namespace zaris::engine

@@ -75,6 +75,9 @@ class WaitSet {
 
  private:
   enum class Kind : std::uint8_t { channel, owner, key, other };
+  // Wakes the others asleep on each owner's word that reads dead (and on
+  // its `also`), and says so in `out.death`.
+  void pass_on_deaths(Woken& out);
   segment::FutexWord words_[segment::kFutexWaitMax];
   Kind kinds_[segment::kFutexWaitMax];
   std::uint32_t* also_[segment::kFutexWaitMax];  // for an owner's word: add_owner's `also`

@@ -181,9 +181,9 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     // deregistered, revoking its leases first: that key is gone, so it has
     // changed. Return without another look: the caller's next operation on
     // it (a lock's place() in the queue) meets the dead owner's lease and
-    // releases its keys in the same step, and only then wakes the others
-    // (watchers, an election's observers), who would otherwise come between
-    // the two (docs/owners.md, "Takeover chain").
+    // releases its keys in the same step (docs/owners.md, "Takeover
+    // chain"). The owner's watchers, woken by the relay above, may take the
+    // segment lock first and release them; whoever comes first does.
     if (woken.death) return true;
   }
 }
