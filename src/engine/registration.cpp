@@ -31,6 +31,13 @@ Engines& engines() {
   return *e;
 }
 
+// Releases a registration's three liveness mutexes, `alive` first.
+void unlock_liveness(ProcessSlot& p) {
+  (void)segment::unlock_robust(p.alive);
+  (void)segment::unlock_robust(p.watch_alive);
+  (void)segment::unlock_robust(p.janitor_alive);
+}
+
 }  // namespace
 
 void Engine::enlist_for_fork() {
@@ -148,9 +155,7 @@ Result<std::uint32_t> Engine::register_locked() {
       if (reclaimed) tx.set(store_.counters().owner_deaths, store_.counters().owner_deaths + 1);
     } catch (...) {
       // Rolled back: the slot stays as it was.
-      (void)segment::unlock_robust(p.alive);
-      (void)segment::unlock_robust(p.watch_alive);
-      (void)segment::unlock_robust(p.janitor_alive);
+      unlock_liveness(p);
       throw;
     }
     wake_janitor_now(channels_->registry);
@@ -162,9 +167,7 @@ void Engine::deregister_locked() {
   (void)locked<void>(Reap::yes, [&](Op& tx, std::int64_t now) -> Result<void> {
     ProcessSlot& p = store_.process(reg_slot_);
     if (p.generation != reg_generation_ || p.state != segment::kProcessLive) {
-      (void)segment::unlock_robust(p.alive);
-      (void)segment::unlock_robust(p.watch_alive);
-      (void)segment::unlock_robust(p.janitor_alive);
+      unlock_liveness(p);
       return {};
     }
     StoreState& st = store_.state();

@@ -34,7 +34,6 @@ std::atomic_ref<std::uint32_t> liveness_word(ProcessSlot& p) noexcept {
   return std::atomic_ref<std::uint32_t>(*liveness_futex(p));
 }
 
-
 bool arm_liveness_word(std::uint32_t* word, std::uint32_t& expected) noexcept {
   std::atomic_ref<std::uint32_t> w(*word);
   std::uint32_t v = w.load(std::memory_order_acquire);

@@ -111,8 +111,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     bool changed = false;
     std::int64_t deadline = kNever;  // the earliest lease deadline, on the engine's clock
     std::int64_t now = 0;
-    std::uint32_t* owners[kMaxWatched] = {};  // their `alive` words
-    std::uint32_t* owners_watchers[kMaxWatched] = {};  // and their `watch_alive` words
+    ProcessSlot* owners[kMaxWatched] = {};  // whose words it arms
     std::size_t owner_count = 0;
   };
   for (;;) {
@@ -143,10 +142,7 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
         std::uint64_t d = l.deadline_ns.load(std::memory_order_acquire);
         if (d < kDeadlineStates)
           out.deadline = std::min(out.deadline, static_cast<std::int64_t>(d));
-        if (ProcessSlot* owner = owner_to_arm(l, own)) {
-          out.owners[out.owner_count] = liveness_futex(*owner);
-          out.owners_watchers[out.owner_count++] = watch_liveness_futex(*owner);
-        }
+        if (ProcessSlot* owner = owner_to_arm(l, own)) out.owners[out.owner_count++] = owner;
       }
       return out;
     });
@@ -160,7 +156,8 @@ Result<bool> Engine::wait_for_any_change(const Watched* keys, std::size_t count,
     // (WaitSet::add_owner).
     bool all_live = true;
     for (std::size_t i = 0; i < seen->owner_count && all_live; ++i)
-      all_live = set.add_owner(seen->owners[i], seen->owners_watchers[i]);
+      all_live = set.add_owner(liveness_futex(*seen->owners[i]),
+                               watch_liveness_futex(*seen->owners[i]));
     if (!all_live) continue;  // one died since: look again
     // A lock changes hands in a few microseconds, and with one waiter the
     // change it waits for often comes as fast: then it spins that long
